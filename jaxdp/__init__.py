@@ -1,0 +1,46 @@
+"""jaxdp: differentially private selection in JAX.
+
+The exponential mechanism and its family as pure functions of an explicit PRNG
+key, ready for ``jax.jit``, ``jax.vmap`` and sharding, drawing millions of
+samples per call. See ``DESIGN.md`` for the contract every function follows.
+"""
+
+from . import accounting as accounting
+from . import montecarlo as montecarlo
+from . import utility as utility
+from ._additive import gaussian as gaussian
+from ._additive import laplace as laplace
+from ._categorical import private_mode as private_mode
+from ._categorical import randomized_response as randomized_response
+from ._continuous import exponential_piecewise as exponential_piecewise
+from ._continuous import private_price as private_price
+from ._continuous import private_quantile as private_quantile
+from ._exponential import exponential as exponential
+from ._exponential import exponential_log_probs as exponential_log_probs
+from ._learning import select_hypothesis as select_hypothesis
+from ._noisy_max import permute_and_flip as permute_and_flip
+from ._noisy_max import report_noisy_max as report_noisy_max
+from ._streaming import exponential_streaming as exponential_streaming
+from ._top_k import top_k as top_k
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "accounting",
+    "exponential",
+    "exponential_log_probs",
+    "exponential_piecewise",
+    "exponential_streaming",
+    "gaussian",
+    "laplace",
+    "montecarlo",
+    "permute_and_flip",
+    "private_mode",
+    "private_price",
+    "private_quantile",
+    "randomized_response",
+    "report_noisy_max",
+    "select_hypothesis",
+    "top_k",
+    "utility",
+]

@@ -1,0 +1,196 @@
+"""Mechanisms on categorical data: randomized response and the private mode."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import checkify
+
+from . import _checks
+from ._exponential import _exponential_impl
+from ._typing import Array, ArrayLike, PRNGKey
+
+
+def _categories(values: ArrayLike, fn: str, num_categories: int) -> Array:
+    """int32 categories; concrete values must be integers in [0, num_categories)."""
+    try:
+        arr = jnp.asarray(values)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{fn}: values must be an array of category ids, got {values!r}") from err
+    if not (jnp.issubdtype(arr.dtype, jnp.integer) or arr.dtype == jnp.bool_):
+        if not jnp.issubdtype(arr.dtype, jnp.floating):
+            raise ValueError(f"{fn}: values must hold integer category ids, got dtype {arr.dtype}")
+        if _checks.is_concrete(arr) and arr.size:
+            host = np.asarray(arr, np.float64)
+            if not np.all(np.isfinite(host) & (host == np.round(host))):
+                raise ValueError(
+                    f"{fn}: values must be integer category ids, got non-integer values "
+                    f"{np.array2string(host[host != np.round(host)][:4])}"
+                )
+    if _checks.is_concrete(arr) and arr.size:
+        host = np.asarray(arr)
+        bad = (host < 0) | (host >= num_categories)
+        if np.any(bad):
+            raise ValueError(
+                f"{fn}: values must be categories in [0, num_categories={num_categories}), "
+                f"got {host[bad].ravel()[:4].tolist()}"
+            )
+    return arr.astype(jnp.int32)
+
+
+def randomized_response(
+    key: PRNGKey,
+    values: ArrayLike,
+    *,
+    epsilon: ArrayLike,
+    num_categories: int = 2,
+    shape: Sequence[int] | None = None,
+) -> Array:
+    r"""k-ary randomized response on each value.
+
+    .. math::
+
+        \Pr[\text{out} = v] = \frac{e^\varepsilon}{e^\varepsilon + k - 1}, \qquad
+        \Pr[\text{out} = c] = \frac{1}{e^\varepsilon + k - 1} \quad (c \ne v)
+
+    **Privacy.** ε-*local* DP for each value: for any two inputs v, v' and any
+    output c the probability ratio is at most e^ε (Warner 1965 for k = 2;
+    Kairouz, Oh & Viswanath 2016 for k-ary). Here the neighbouring relation is
+    *replacing* one person's value, and each element of ``values`` is one
+    person's private report.
+
+    Args:
+      key: a PRNG key (typed or legacy); one key per call.
+      values: ``[...]`` integer categories in ``[0, num_categories)`` (integral
+        floats are accepted).
+      epsilon: ε > 0; number or array broadcasting with ``values``; may be traced.
+      num_categories: static int k >= 2.
+      shape: static output shape, broadcast-compatible with ``values``.
+
+    Returns:
+      int32 array of ``shape``. Under tracing, out-of-range values or invalid ε give -1.
+
+    Raises:
+      ValueError: ε not finite and > 0; ``num_categories`` < 2; values that are
+        not integer categories in range; bad ``shape`` or key.
+
+    Examples:
+      >>> import jax, jax.numpy as jnp, jaxdp
+      >>> jaxdp.randomized_response(jax.random.key(0), jnp.array([0, 1, 2]),
+      ...                           epsilon=1.0, num_categories=3).dtype
+      dtype('int32')
+
+    References:
+      S. L. Warner, `Randomized Response: A Survey Technique for Eliminating
+      Evasive Answer Bias <https://doi.org/10.1080/01621459.1965.10480775>`_, JASA 1965.
+      P. Kairouz, S. Oh and P. Viswanath, `Extremal Mechanisms for Local
+      Differential Privacy <https://jmlr.org/papers/v17/15-135.html>`_, JMLR 2016.
+    """
+    fn = "randomized_response"
+    key = _checks.single_key(key, fn)
+    _checks.positive(fn, epsilon=epsilon)
+    k = _checks.static_int(num_categories, fn, "num_categories", minimum=2)
+    values = _categories(values, fn, k)
+    epsilon = jnp.asarray(epsilon, _checks.compute_dtype())
+    try:
+        batch = tuple(jnp.broadcast_shapes(values.shape, epsilon.shape))
+    except ValueError as err:
+        raise ValueError(
+            f"{fn}: epsilon of shape {epsilon.shape} must broadcast with values of shape "
+            f"{values.shape}"
+        ) from err
+    shape = _checks.draw_shape(shape, batch, fn)
+    return _rr_impl(key, values, epsilon, k=k, shape=shape)
+
+
+@partial(jax.jit, static_argnames=("k", "shape"))
+def _rr_impl(key, values, epsilon, *, k, shape):
+    fn = "randomized_response"
+    _checks.debug_check_positive(fn, epsilon=epsilon)
+    in_range = (values >= 0) & (values < k)
+    checkify.debug_check(jnp.all(in_range), f"{fn}: values must be categories in [0, {k})")
+    # P[change] = (k - 1) / (e^eps + k - 1), written with e^-eps so it never overflows.
+    m = (k - 1) * jnp.exp(-epsilon)
+    p_change = jnp.broadcast_to(m / (1 + m), shape)
+    key_flip, key_other = jax.random.split(key)
+    change = jax.random.uniform(key_flip, shape, p_change.dtype) < p_change
+    offset = jax.random.randint(key_other, shape, 1, k, dtype=jnp.int32)
+    v = jnp.broadcast_to(values, shape)
+    out = jnp.where(change, (v + offset) % k, v)
+    ok = jnp.broadcast_to(in_range, shape) & jnp.broadcast_to(_checks.positive_ok(epsilon), shape)
+    return jnp.where(ok, out, -1).astype(jnp.int32)
+
+
+def private_mode(
+    key: PRNGKey,
+    values: ArrayLike,
+    *,
+    epsilon: ArrayLike,
+    num_categories: int,
+    shape: Sequence[int] | None = None,
+) -> Array:
+    r"""The most common category, chosen by the exponential mechanism on counts.
+
+    .. math::
+
+        \Pr[c] \propto \exp(\varepsilon \cdot \#\{i : x_i = c\})
+
+    **Privacy.** ε-DP under add/remove-one neighbours: adding or removing one
+    record changes exactly one count by 1, so the counts have sensitivity Δ = 1
+    and are monotonic (all move in the same direction), and the exponential
+    mechanism with factor ε/Δ is ε-DP (McSherry & Talwar 2007; Dwork & Roth 2014,
+    §3.4).
+
+    Args:
+      key: a PRNG key (typed or legacy); one key per call.
+      values: ``[..., m]`` integer categories in ``[0, num_categories)``: each row
+        of the last axis is one dataset of m records (m may be 0).
+      epsilon: ε > 0; number or array broadcasting with the batch shape
+        ``values.shape[:-1]``; may be traced.
+      num_categories: static int >= 2, the number of candidate categories.
+      shape: static draw shape with :func:`jax.random.categorical` semantics over
+        the batch shape.
+
+    Returns:
+      int32 array of ``shape``: category ids. Under tracing, invalid ε gives -1.
+
+    Raises:
+      ValueError: ε not finite and > 0; ``num_categories`` < 2; values out of
+        range; scalar ``values``; bad ``shape`` or key.
+
+    Examples:
+      >>> import jax, jax.numpy as jnp, jaxdp
+      >>> votes = jnp.array([0, 2, 2, 1, 2])
+      >>> jaxdp.private_mode(jax.random.key(0), votes, epsilon=1.0,
+      ...                    num_categories=3, shape=(1000,)).shape
+      (1000,)
+
+    References:
+      F. McSherry and K. Talwar, `Mechanism Design via Differential Privacy
+      <https://doi.org/10.1109/FOCS.2007.66>`_, FOCS 2007.
+    """
+    fn = "private_mode"
+    key = _checks.single_key(key, fn)
+    _checks.positive(fn, epsilon=epsilon)
+    k = _checks.static_int(num_categories, fn, "num_categories", minimum=2)
+    values = _categories(values, fn, k)
+    if values.ndim == 0:
+        raise ValueError(f"{fn}: values must have a records axis, got a scalar")
+    counts = _counts(values, k)
+    _, counts, epsilon, sensitivity, shape = _checks.selection_args(
+        fn, key, counts, epsilon, 1.0, shape, -1
+    )
+    return _exponential_impl(
+        key, counts, epsilon, sensitivity, monotonic=True, shape=shape, method="auto"
+    )
+
+
+@partial(jax.jit, static_argnames=("k",))
+def _counts(values: Array, k: int) -> Array:
+    flat = values.reshape((-1, values.shape[-1]))
+    counts = jax.vmap(lambda v: jnp.bincount(v, length=k))(flat)
+    return counts.reshape(values.shape[:-1] + (k,)).astype(_checks.compute_dtype())

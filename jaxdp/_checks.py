@@ -1,0 +1,294 @@
+"""Argument checking shared by every public function.
+
+The public layer of each sampler is plain Python: it calls the ``*_concrete``
+helpers here, which raise :class:`ValueError` naming the function, the
+parameter and the offending value. Values that are JAX tracers (inside a
+user's ``jit``/``vmap``) cannot raise; the jitted inner layer calls
+:func:`debug_check_positive` and friends instead, which go through
+:func:`jax.experimental.checkify.debug_check`: free under plain ``jit`` and
+reported under ``checkify.checkify(..., errors=checkify.user_checks)``.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import checkify
+
+from ._typing import Array, ArrayLike, PRNGKey
+
+
+def is_concrete(x: Any) -> bool:
+    """True when ``x`` holds a value now (not a tracer inside jit/vmap/grad)."""
+    return not isinstance(x, jax.core.Tracer)
+
+
+def compute_dtype() -> np.dtype:
+    """float32, or float64 when ``jax_enable_x64`` is on."""
+    return jax.dtypes.canonicalize_dtype(jnp.float64)
+
+
+def _fmt(value: Any) -> str:
+    arr = np.asarray(value)
+    if arr.ndim == 0:
+        return repr(arr.item())
+    return np.array2string(arr, threshold=8)
+
+
+# ----------------------------------------------------------------------------- keys
+
+
+def single_key(key: PRNGKey, fn: str) -> PRNGKey:
+    """Returns a typed PRNG key of shape ``()``.
+
+    Accepts ``jax.random.key(...)`` and legacy ``jax.random.PRNGKey(...)``
+    (uint32 ``[2]``). A batch of keys is an error that points to ``jax.vmap``.
+    """
+    if isinstance(key, (int, np.integer)) or key is None:
+        raise ValueError(
+            f"{fn}: key must be a JAX PRNG key (jax.random.key(seed)), got {key!r}; "
+            "jaxdp never takes an int seed"
+        )
+    if not hasattr(key, "dtype"):
+        key = jnp.asarray(key)
+    if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+        if key.shape != ():
+            raise ValueError(
+                f"{fn}: key must be a single key of shape (), got a batch of keys of shape "
+                f"{key.shape}; use jax.vmap over keys for batches"
+            )
+        return key
+    if key.dtype == jnp.uint32 and key.ndim >= 1 and key.shape[-1] == 2:
+        if key.shape != (2,):
+            raise ValueError(
+                f"{fn}: key must be a single key, got a batch of legacy keys of shape "
+                f"{key.shape}; use jax.vmap over keys for batches"
+            )
+        return jax.random.wrap_key_data(key)
+    raise ValueError(
+        f"{fn}: key must be a JAX PRNG key (jax.random.key or jax.random.PRNGKey), "
+        f"got dtype {key.dtype} and shape {key.shape}"
+    )
+
+
+# ----------------------------------------------------------------------------- arrays
+
+
+def float_array(x: ArrayLike, fn: str, name: str, *, allow_neg_inf: bool = True) -> Array:
+    """Converts to the compute float dtype; a concrete NaN or +inf raises.
+
+    Integer, bool, float16 and bfloat16 inputs are upcast to float32 (float64
+    under ``jax_enable_x64``). ``-inf`` is allowed when ``allow_neg_inf``.
+    """
+    if isinstance(x, (str, bytes)) or x is None:
+        raise ValueError(f"{fn}: {name} must be a real array, got {x!r}")
+    try:
+        arr = jnp.asarray(x)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{fn}: {name} must be a real array, got {x!r}") from err
+    if jnp.issubdtype(arr.dtype, jnp.complexfloating) or not (
+        jnp.issubdtype(arr.dtype, jnp.number) or arr.dtype == jnp.bool_
+    ):
+        raise ValueError(f"{fn}: {name} must be real-valued, got dtype {arr.dtype}")
+    arr = arr.astype(compute_dtype())
+    if is_concrete(arr) and arr.size:
+        bad = jnp.isnan(arr) | (arr == jnp.inf)
+        if not allow_neg_inf:
+            bad = bad | (arr == -jnp.inf)
+        if bool(jnp.any(bad)):
+            first = tuple(int(i) for i in np.argwhere(np.asarray(bad))[0])
+            allowed = "NaN or +inf" if allow_neg_inf else "NaN or infinite values"
+            raise ValueError(
+                f"{fn}: {name} must not contain {allowed}; found {_fmt(arr[first])} "
+                f"at index {first}"
+            )
+    return arr
+
+
+def canonical_axis(axis: int, ndim: int, fn: str) -> int:
+    """Normalises ``axis`` against ``ndim``; raises for bad axes and 0-d scores."""
+    if ndim == 0:
+        raise ValueError(f"{fn}: scores must have at least one axis (the outcomes), got a scalar")
+    try:
+        axis = operator.index(axis)
+    except TypeError as err:
+        raise ValueError(f"{fn}: axis must be an int, got {axis!r}") from err
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"{fn}: axis {axis} is out of range for scores with {ndim} dimensions")
+    return axis % ndim
+
+
+def nonempty_axis(n: int, fn: str, name: str = "scores") -> None:
+    if n == 0:
+        raise ValueError(f"{fn}: {name} has an empty outcome axis; there is nothing to select")
+
+
+def draw_shape(shape: Sequence[int] | None, batch_shape: tuple[int, ...], fn: str) -> tuple:
+    """Canonicalises ``shape`` with :func:`jax.random.categorical`'s semantics.
+
+    ``None`` gives ``batch_shape``. Otherwise ``shape`` must be
+    broadcast-compatible with ``batch_shape``, and broadcasting must not change
+    it: its trailing dims cover the batch, leading dims are i.i.d. draws.
+    """
+    if shape is None:
+        return tuple(batch_shape)
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    try:
+        shape = tuple(operator.index(d) for d in shape)
+    except TypeError as err:
+        raise ValueError(f"{fn}: shape must be a sequence of ints, got {shape!r}") from err
+    if any(d < 0 for d in shape):
+        raise ValueError(f"{fn}: shape must have non-negative dims, got {shape}")
+    try:
+        broadcast = jnp.broadcast_shapes(shape, tuple(batch_shape))
+    except ValueError:
+        broadcast = None
+    if broadcast != shape:
+        raise ValueError(
+            f"{fn}: shape {shape} is not broadcast-compatible with the batch shape "
+            f"{tuple(batch_shape)} of the scores (their shape without the sampled axis); "
+            f"shape must end with dims that the batch shape broadcasts to"
+        )
+    return shape
+
+
+def static_int(value: Any, fn: str, name: str, *, minimum: int) -> int:
+    """A static Python int >= ``minimum``."""
+    if isinstance(value, bool):
+        raise ValueError(f"{fn}: {name} must be an int >= {minimum}, got {value!r}")
+    try:
+        value = operator.index(value)
+    except TypeError as err:
+        raise ValueError(f"{fn}: {name} must be an int >= {minimum}, got {value!r}") from err
+    if value < minimum:
+        raise ValueError(f"{fn}: {name} must be an int >= {minimum}, got {value}")
+    return value
+
+
+def choice(value: Any, options: Sequence[str], fn: str, name: str) -> str:
+    if not isinstance(value, str) or value not in options:
+        raise ValueError(f"{fn}: {name} must be one of {list(options)}, got {value!r}")
+    return value
+
+
+# ----------------------------------------------------------------------------- privacy
+
+
+def positive(fn: str, **params: Any) -> None:
+    """Raises for a concrete parameter that is not finite and > 0 (elementwise)."""
+    for name, value in params.items():
+        if value is None:
+            raise ValueError(f"{fn}: {name} is required, got None")
+        if not is_concrete(value):
+            continue
+        try:
+            arr = np.asarray(value, dtype=np.float64)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{fn}: {name} must be a real number, got {value!r}") from err
+        if arr.size == 0:
+            raise ValueError(f"{fn}: {name} must not be empty, got {_fmt(arr)}")
+        if not np.all(np.isfinite(arr) & (arr > 0)):
+            raise ValueError(f"{fn}: {name} must be finite and > 0, got {_fmt(value)}")
+
+
+def unit_interval_open(fn: str, **params: Any) -> None:
+    """Raises for a concrete parameter outside the open interval (0, 1)."""
+    for name, value in params.items():
+        if value is None:
+            raise ValueError(f"{fn}: {name} is required, got None")
+        if not is_concrete(value):
+            continue
+        try:
+            arr = np.asarray(value, dtype=np.float64)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{fn}: {name} must be a real number, got {value!r}") from err
+        if arr.size == 0 or not np.all(np.isfinite(arr) & (arr > 0) & (arr < 1)):
+            raise ValueError(f"{fn}: {name} must be in the open interval (0, 1), got {_fmt(value)}")
+
+
+def positive_ok(x: Array) -> Array:
+    """Traced predicate: every element finite and > 0."""
+    return jnp.all(jnp.isfinite(x) & (x > 0))
+
+
+def debug_check_positive(fn: str, **params: Array) -> None:
+    """checkify.debug_check that each traced parameter is finite and > 0."""
+    for name, value in params.items():
+        checkify.debug_check(
+            positive_ok(value), f"{fn}: {name} must be finite and > 0, got {{}}", value
+        )
+
+
+def debug_check_scores(fn: str, scores: Array, name: str = "scores") -> None:
+    """checkify.debug_check that traced scores hold no NaN or +inf."""
+    checkify.debug_check(
+        ~jnp.any(jnp.isnan(scores) | (scores == jnp.inf)),
+        f"{fn}: {name} must not contain NaN or +inf",
+    )
+
+
+def debug_check_selectable(fn: str, row_max: Array) -> None:
+    """checkify.debug_check that every row has a finite (selectable) score."""
+    checkify.debug_check(
+        jnp.all(row_max > -jnp.inf),
+        f"{fn}: every row of scores needs at least one finite score; a row is all -inf",
+    )
+
+
+def all_neg_inf_rows(fn: str, scores: Array, axis: int = -1) -> None:
+    """Raises when a concrete row of scores has no finite entry."""
+    if is_concrete(scores) and scores.size:
+        if bool(jnp.any(jnp.all(scores == -jnp.inf, axis=axis))):
+            raise ValueError(
+                f"{fn}: every row of scores needs at least one finite score; "
+                "a row is all -inf, so no outcome can be selected"
+            )
+
+
+# ----------------------------------------------------------------------------- selection
+
+
+def selection_args(
+    fn: str,
+    key: PRNGKey,
+    scores: ArrayLike,
+    epsilon: Any,
+    sensitivity: Any,
+    shape: Sequence[int] | None,
+    axis: int,
+    *,
+    require_key: bool = True,
+) -> tuple[PRNGKey | None, Array, Array, Array, tuple[int, ...]]:
+    """Validates and canonicalises the arguments of a finite-range selection.
+
+    Returns ``(key, scores, epsilon, sensitivity, shape)`` with the sampled axis
+    moved last, epsilon and sensitivity as arrays of the compute dtype, and
+    ``shape`` checked against the batch shape (the scores' batch shape broadcast
+    with epsilon's and sensitivity's shapes).
+    """
+    key = single_key(key, fn) if require_key else None
+    positive(fn, epsilon=epsilon, sensitivity=sensitivity)
+    scores = float_array(scores, fn, "scores")
+    axis = canonical_axis(axis, scores.ndim, fn)
+    scores = jnp.moveaxis(scores, axis, -1)
+    nonempty_axis(scores.shape[-1], fn)
+    all_neg_inf_rows(fn, scores)
+    dtype = compute_dtype()
+    epsilon = jnp.asarray(epsilon, dtype)
+    sensitivity = jnp.asarray(sensitivity, dtype)
+    try:
+        batch = tuple(jnp.broadcast_shapes(scores.shape[:-1], epsilon.shape, sensitivity.shape))
+    except ValueError as err:
+        raise ValueError(
+            f"{fn}: epsilon (shape {epsilon.shape}) and sensitivity (shape "
+            f"{sensitivity.shape}) must broadcast with the batch shape {scores.shape[:-1]} "
+            "of the scores"
+        ) from err
+    shape = draw_shape(shape, batch, fn)
+    return key, scores, epsilon, sensitivity, shape

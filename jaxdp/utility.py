@@ -1,0 +1,1 @@
+"""PLACEHOLDER (issue 5 replaces this module): jaxdp.utility."""

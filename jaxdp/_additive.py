@@ -15,6 +15,7 @@ from . import _checks
 from ._typing import Array, ArrayLike, PRNGKey
 
 
+@_checks.eager
 def _values_args(fn, key, values, shape, **params):
     key = _checks.single_key(key, fn)
     values = _checks.float_array(values, fn, "values", allow_neg_inf=False)
@@ -27,7 +28,7 @@ def _values_args(fn, key, values, shape, **params):
         raise ValueError(
             f"{fn}: {shapes} must broadcast with the shape {values.shape} of values"
         ) from err
-    shape = _checks.draw_shape(shape, batch, fn)
+    shape = _checks.draw_shape(shape, batch, fn, "values")
     return key, values, arrays, shape
 
 

@@ -15,6 +15,7 @@ from ._exponential import _exponential_impl
 from ._typing import Array, ArrayLike, PRNGKey
 
 
+@_checks.eager
 def _categories(values: ArrayLike, fn: str, num_categories: int) -> Array:
     """int32 categories; concrete values must be integers in [0, num_categories)."""
     try:
@@ -103,7 +104,7 @@ def randomized_response(
             f"{fn}: epsilon of shape {epsilon.shape} must broadcast with values of shape "
             f"{values.shape}"
         ) from err
-    shape = _checks.draw_shape(shape, batch, fn)
+    shape = _checks.draw_shape(shape, batch, fn, "values")
     return _rr_impl(key, values, epsilon, k=k, shape=shape)
 
 

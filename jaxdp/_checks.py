@@ -11,6 +11,7 @@ reported under ``checkify.checkify(..., errors=checkify.user_checks)``.
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Sequence
 from typing import Any
@@ -21,6 +22,21 @@ import numpy as np
 from jax.experimental import checkify
 
 from ._typing import Array, ArrayLike, PRNGKey
+
+
+def eager(fn):
+    """Runs a public-layer helper under ``jax.ensure_compile_time_eval``.
+
+    Inside a caller's ``jit``, ``jnp`` ops on concrete inputs would otherwise be
+    staged out as tracers, and their values could not be checked.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with jax.ensure_compile_time_eval():
+            return fn(*args, **kwargs)
+
+    return wrapper
 
 
 def is_concrete(x: Any) -> bool:
@@ -79,6 +95,7 @@ def single_key(key: PRNGKey, fn: str) -> PRNGKey:
 # ----------------------------------------------------------------------------- arrays
 
 
+@eager
 def float_array(x: ArrayLike, fn: str, name: str, *, allow_neg_inf: bool = True) -> Array:
     """Converts to the compute float dtype; a concrete NaN or +inf raises.
 
@@ -128,7 +145,9 @@ def nonempty_axis(n: int, fn: str, name: str = "scores") -> None:
         raise ValueError(f"{fn}: {name} has an empty outcome axis; there is nothing to select")
 
 
-def draw_shape(shape: Sequence[int] | None, batch_shape: tuple[int, ...], fn: str) -> tuple:
+def draw_shape(
+    shape: Sequence[int] | None, batch_shape: tuple[int, ...], fn: str, what: str = "scores"
+) -> tuple:
     """Canonicalises ``shape`` with :func:`jax.random.categorical`'s semantics.
 
     ``None`` gives ``batch_shape``. Otherwise ``shape`` must be
@@ -152,8 +171,9 @@ def draw_shape(shape: Sequence[int] | None, batch_shape: tuple[int, ...], fn: st
     if broadcast != shape:
         raise ValueError(
             f"{fn}: shape {shape} is not broadcast-compatible with the batch shape "
-            f"{tuple(batch_shape)} of the scores (their shape without the sampled axis); "
-            f"shape must end with dims that the batch shape broadcasts to"
+            f"{tuple(batch_shape)} of the {what}"
+            + (" (their shape without the sampled axis)" if what == "scores" else "")
+            + "; shape must end with dims that the batch shape broadcasts to"
         )
     return shape
 
@@ -241,6 +261,7 @@ def debug_check_selectable(fn: str, row_max: Array) -> None:
     )
 
 
+@eager
 def all_neg_inf_rows(fn: str, scores: Array, axis: int = -1) -> None:
     """Raises when a concrete row of scores has no finite entry."""
     if is_concrete(scores) and scores.size:
@@ -254,6 +275,7 @@ def all_neg_inf_rows(fn: str, scores: Array, axis: int = -1) -> None:
 # ----------------------------------------------------------------------------- selection
 
 
+@eager
 def selection_args(
     fn: str,
     key: PRNGKey,

@@ -1,5 +1,416 @@
-"""PLACEHOLDER (issue 3 replaces this module): the streaming exponential mechanism."""
+"""The exponential mechanism over ranges too large to hold in memory.
+
+The candidates ``0 .. num_candidates - 1`` are scored chunk by chunk by a
+user-supplied ``score_fn`` inside one ``lax.fori_loop``; only running
+quantities (per draw: the best noisy logit and its index, or a count; per row:
+the running maximum score and log-sum-exp) live across chunks. Two samplers:
+
+* streaming Gumbel-max: one pass; each chunk's logits get fresh Gumbel noise
+  for every draw (keys ``fold_in(key, chunk)``) and the running max/argmax is
+  updated. Logits are kept relative to the running maximum score, so large
+  score offsets do not cost precision; the stored maxima are re-shifted when
+  the running maximum grows.
+* two-pass inverse CDF: a streaming log-sum-exp, then one uniform per draw and
+  a second pass that re-scores each chunk and counts, for every draw, the
+  candidates whose cumulative mass lies at or below the draw's target. Either
+  the draws search each chunk's prefix sums (few draws) or the chunk's prefix
+  sums search the sorted targets (many draws).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _checks, _kernels, _random
+from ._typing import Array, ArrayLike, PRNGKey
+
+_METHODS = ("auto", "gumbel", "inverse_cdf")
+
+#: Largest supported number of candidates: indices are int32.
+MAX_CANDIDATES = int(np.iinfo(np.int32).max)
 
 
-def exponential_streaming(*args, **kwargs):
-    raise NotImplementedError("exponential_streaming: being built in issue 3")
+def exponential_streaming(
+    key: PRNGKey,
+    score_fn: Callable[..., ArrayLike],
+    num_candidates: int,
+    *,
+    epsilon: ArrayLike,
+    sensitivity: ArrayLike,
+    chunk_size: int,
+    monotonic: bool = False,
+    shape: Sequence[int] | None = None,
+    data: Any = None,
+    method: str = "auto",
+) -> Array:
+    r"""Draws from the exponential mechanism over a range scored chunk by chunk.
+
+    The law is that of :func:`jaxdp.exponential` on the materialised scores
+    :math:`s_r` = ``score_fn(arange(num_candidates))``:
+
+    .. math::
+
+        \Pr[r] = \frac{\exp(\varepsilon\, s_r / (2\Delta))}
+                      {\sum_{r' < N} \exp(\varepsilon\, s_{r'} / (2\Delta))},
+        \qquad r \in \{0, \dots, N - 1\},
+
+    (:math:`\varepsilon s_r / \Delta` in the exponent when ``monotonic``), but the
+    scores are never held at once: ``score_fn`` is called on ``chunk_size``
+    indices at a time inside one ``lax.fori_loop`` (one compiled body, no Python
+    loop over chunks). Peak memory is O(``chunk_size`` × draws) for
+    ``method="gumbel"`` and O(``chunk_size`` + draws) per row for
+    ``"inverse_cdf"``; it does not grow with ``num_candidates``.
+
+    **Privacy.** As :func:`jaxdp.exponential`: if every score changes by at most
+    ``sensitivity`` = Δ between neighbouring datasets (add or remove one record),
+    each draw is ε-differentially private (McSherry & Talwar 2007, Thm 6; Dwork
+    & Roth 2014, Thm 3.10); with ``monotonic=True`` (all scores move in the same
+    direction) the factor ε/Δ keeps ε-DP. ``num_candidates``, ``chunk_size`` and
+    ``score_fn`` itself must not depend on the data; the data enter only through
+    the scores. Each draw of a batch is a separate ε-DP release.
+
+    Args:
+      key: a PRNG key, ``jax.random.key(...)`` or legacy ``jax.random.PRNGKey(...)``.
+        One key per call; use ``jax.vmap`` for batches of keys.
+      score_fn: a JAX-traceable function, static (it is a ``jit`` static
+        argument: define it once, not as a fresh ``lambda`` per call, or every
+        call recompiles). Called as ``score_fn(indices)``, or
+        ``score_fn(indices, data)`` when ``data`` is given, with int32
+        ``indices`` of shape ``[chunk]`` (``chunk = min(chunk_size,
+        num_candidates)``) that always lie in ``[0, num_candidates)``; in the last
+        chunk the positions past the end repeat the last index and are masked
+        out. Returns real scores ``[..., chunk]`` (leading dims are a batch of
+        score rows, as in :func:`jaxdp.exponential`). ``-inf`` marks a candidate
+        that is never selected.
+      num_candidates: static int N, 1 <= N <= 2**31 - 1.
+      epsilon: privacy parameter ε > 0. Python number or array broadcasting with
+        the batch shape; may be traced (``vmap`` over an ε grid compiles once).
+      sensitivity: Δ > 0, the largest change of any score between neighbours.
+        Same rules as ``epsilon``.
+      chunk_size: static int >= 1, candidates scored per step. Larger chunks
+        amortise the loop; memory grows as ``chunk_size`` × draws.
+      monotonic: static bool; see **Privacy**.
+      shape: static draw shape, as in :func:`jax.random.categorical`: it must end
+        with dims that the batch shape (of ``score_fn``'s rows, ε and Δ)
+        broadcasts to; leading dims are i.i.d. draws. ``None``: one draw per row.
+      data: optional pytree of arrays passed to ``score_fn`` as its second
+        argument. It is a traced argument, so one compiled function serves every
+        dataset of the same shapes and dtypes.
+      method: static, ``"gumbel"`` (one pass; one Gumbel variate per candidate per
+        draw), ``"inverse_cdf"`` (two passes over the candidates: a streaming
+        log-sum-exp, then an inverse-CDF pass; cost O(N log draws) or
+        O((N / chunk) × draws × log chunk), whichever is smaller, instead of
+        Gumbel's O(N × draws)), or ``"auto"``: Gumbel for one draw per row (a
+        single pass over ``score_fn``), the two-pass inverse CDF otherwise.
+
+    Returns:
+      int32 array of ``shape`` with indices in ``[0, num_candidates)``. Under
+      tracing, a row with no valid draw (``score_fn`` returned NaN or +inf, all
+      scores ``-inf``, or ε, Δ not finite and > 0) returns -1 there; ``checkify``
+      reports why.
+
+    Raises:
+      ValueError: for a non-callable ``score_fn`` or one whose output is not
+        ``[..., chunk]`` real scores; ``num_candidates`` or ``chunk_size`` not an
+        int >= 1 (or ``num_candidates`` >= 2**31); a concrete ε or Δ that is not
+        finite and > 0; a bad ``shape`` or ``method``; a batched key. When called
+        outside ``jit``/``vmap``, also when ``score_fn`` returned NaN or +inf or a
+        row of scores is all ``-inf`` (known only after the pass).
+
+    Examples:
+      >>> import jax, jax.numpy as jnp, jaxdp
+      >>> def score_fn(i, data):        # utility of threshold i: a concave profile
+      ...     return -jnp.abs(i.astype(jnp.float32) - data)
+      >>> draws = jaxdp.exponential_streaming(
+      ...     jax.random.key(0), score_fn, 10**7, epsilon=1.0, sensitivity=1.0,
+      ...     chunk_size=2**16, shape=(1000,), data=jnp.float32(4e6))
+      >>> draws.shape, draws.dtype
+      ((1000,), dtype('int32'))
+
+    .. note::
+      Float32 limits are those of :func:`jaxdp.exponential`: a candidate whose
+      probability is below ~2**-23 of the total (Gumbel: of the largest) is
+      mis-weighted. The two-pass method also sums the masses in float32 across
+      chunks (relative error ~1e-7 × log N); the final target is clamped to the
+      last candidate of positive probability. Under ``jax.enable_x64()`` both
+      limits drop to about 1e-16.
+
+    References:
+      F. McSherry and K. Talwar, `Mechanism Design via Differential Privacy
+      <https://doi.org/10.1109/FOCS.2007.66>`_, FOCS 2007.
+      C. Dwork and A. Roth, `The Algorithmic Foundations of Differential Privacy
+      <https://www.cis.upenn.edu/~aaroth/Papers/privacybook.pdf>`_, 2014, §3.4.
+      E. J. Gumbel, *Statistical Theory of Extreme Values and Some Practical
+      Applications*, 1954 (the Gumbel-max trick).
+    """
+    fn = "exponential_streaming"
+    key = _checks.single_key(key, fn)
+    if not callable(score_fn):
+        raise ValueError(f"{fn}: score_fn must be a callable score_fn(indices), got {score_fn!r}")
+    num_candidates = _checks.static_int(num_candidates, fn, "num_candidates", minimum=1)
+    if num_candidates > MAX_CANDIDATES:
+        raise ValueError(
+            f"{fn}: num_candidates must be <= 2**31 - 1 (indices are int32), got {num_candidates}"
+        )
+    chunk_size = _checks.static_int(chunk_size, fn, "chunk_size", minimum=1)
+    _checks.positive(fn, epsilon=epsilon, sensitivity=sensitivity)
+    method = _checks.choice(method, _METHODS, fn, "method")
+    chunk = min(chunk_size, num_candidates)
+    has_data = data is not None
+    score_batch = _score_batch(score_fn, chunk, data, has_data, fn)
+    dtype = _checks.compute_dtype()
+    epsilon = jnp.asarray(epsilon, dtype)
+    sensitivity = jnp.asarray(sensitivity, dtype)
+    try:
+        batch = _kernels.broadcast_batch(score_batch, epsilon.shape, sensitivity.shape)
+    except ValueError as err:
+        raise ValueError(
+            f"{fn}: epsilon (shape {epsilon.shape}) and sensitivity (shape "
+            f"{sensitivity.shape}) must broadcast with the batch shape {score_batch} of "
+            "score_fn's scores"
+        ) from err
+    shape = _checks.draw_shape(shape, batch, fn)
+    if math.prod(shape) == 0:
+        return jnp.zeros(shape, jnp.int32)
+    idx, nonfinite, empty = _streaming_impl(
+        key,
+        data,
+        epsilon,
+        sensitivity,
+        score_fn=score_fn,
+        num_candidates=num_candidates,
+        chunk=chunk,
+        monotonic=bool(monotonic),
+        shape=shape,
+        method=method,
+        has_data=has_data,
+    )
+    if _checks.is_concrete(nonfinite):
+        if bool(jnp.any(nonfinite)):
+            raise ValueError(f"{fn}: score_fn returned NaN or +inf scores")
+        if bool(jnp.any(empty)):
+            raise ValueError(
+                f"{fn}: every row of scores needs at least one finite score; score_fn "
+                "returned -inf for every candidate of a row, so nothing can be selected"
+            )
+    return idx
+
+
+def _leaf_struct(x: Any) -> Any:
+    return jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x))
+
+
+def _score_batch(score_fn: Callable, chunk: int, data: Any, has_data: bool, fn: str) -> tuple:
+    """The batch shape of ``score_fn``'s scores, checked by abstract evaluation."""
+    indices = jax.ShapeDtypeStruct((chunk,), jnp.int32)
+    try:
+        if has_data:
+            out = jax.eval_shape(score_fn, indices, jax.tree.map(_leaf_struct, data))
+        else:
+            out = jax.eval_shape(score_fn, indices)
+    except TypeError as err:
+        call = "score_fn(indices, data)" if has_data else "score_fn(indices)"
+        raise ValueError(
+            f"{fn}: calling {call} on int32 indices of shape ({chunk},) failed: {err}"
+        ) from err
+    if not hasattr(out, "shape") or not hasattr(out, "dtype"):
+        raise ValueError(f"{fn}: score_fn must return one array of scores, got {out!r}")
+    dtype = out.dtype
+    if not (jnp.issubdtype(dtype, jnp.integer) or jnp.issubdtype(dtype, jnp.floating)) and (
+        dtype != jnp.bool_
+    ):
+        raise ValueError(f"{fn}: score_fn must return real scores, got dtype {dtype}")
+    if len(out.shape) == 0 or out.shape[-1] != chunk:
+        raise ValueError(
+            f"{fn}: score_fn(indices) must return scores of shape [..., {chunk}] for "
+            f"indices of shape ({chunk},), got shape {tuple(out.shape)}"
+        )
+    return tuple(out.shape[:-1])
+
+
+def _logits(scores: Array, row_max: Array, scale: Array) -> Array:
+    """``(scores - row_max) * scale`` with the guards of ``_kernels.to_logits``."""
+    safe_max = jnp.where(jnp.isfinite(row_max), row_max, jnp.zeros_like(row_max))
+    shifted = scores - safe_max[:, None]
+    logits = jnp.where(shifted == 0, jnp.zeros_like(shifted), shifted * scale[:, None])
+    return jnp.where(scores == -jnp.inf, -jnp.inf, logits)
+
+
+def _rescale(row_max: Array, new_max: Array, scale: Array) -> Array:
+    """Log-factor that moves values kept relative to ``row_max`` to ``new_max``."""
+    gap = jnp.where(new_max == row_max, jnp.zeros_like(row_max), row_max - new_max)
+    gap = jnp.where(jnp.isfinite(row_max), gap, jnp.zeros_like(gap))
+    return gap * scale
+
+
+@partial(
+    jax.jit,
+    static_argnames=(
+        "score_fn",
+        "num_candidates",
+        "chunk",
+        "monotonic",
+        "shape",
+        "method",
+        "has_data",
+    ),
+)
+def _streaming_impl(
+    key, data, epsilon, sensitivity, *, score_fn, num_candidates, chunk, monotonic, shape, method,
+    has_data
+):
+    fn = "exponential_streaming"
+    _checks.debug_check_positive(fn, epsilon=epsilon, sensitivity=sensitivity)
+    dtype = _checks.compute_dtype()
+    n = num_candidates
+    num_chunks = -(-n // chunk)
+    indices = jax.ShapeDtypeStruct((chunk,), jnp.int32)
+    if has_data:
+        score_batch = jax.eval_shape(score_fn, indices, data).shape[:-1]
+    else:
+        score_batch = jax.eval_shape(score_fn, indices).shape[:-1]
+    batch = _kernels.broadcast_batch(score_batch, epsilon.shape, sensitivity.shape)
+    num_lead, tail = _kernels.split_shape(shape, batch)
+    num_rows = math.prod(tail)
+
+    scale = _kernels.scale_factor(epsilon, sensitivity, monotonic, dtype)
+    scale = jnp.broadcast_to(scale, tail).reshape((num_rows,))
+    params_ok = (
+        jnp.isfinite(epsilon) & (epsilon > 0) & jnp.isfinite(sensitivity) & (sensitivity > 0)
+    )
+    params_ok = jnp.broadcast_to(params_ok, tail).reshape((num_rows,))
+    offsets = jnp.arange(chunk, dtype=jnp.int32)
+
+    def chunk_scores(c):
+        """Indices ``(chunk,)``, masked scores ``(rows, chunk)``, NaN/+inf flags ``(rows,)``."""
+        start = c * chunk  # <= (num_chunks - 1) * chunk < n <= 2**31 - 1: no overflow
+        remaining = n - start
+        live = offsets < remaining
+        idx = start + jnp.minimum(offsets, remaining - 1)
+        s = score_fn(idx, data) if has_data else score_fn(idx)
+        s = jnp.asarray(s).astype(dtype)
+        s = jnp.broadcast_to(s, tail + (chunk,)).reshape((num_rows, chunk))
+        bad_value = jnp.isnan(s) | (s == jnp.inf)
+        bad = jnp.any(bad_value & live[None, :], axis=-1)
+        s = jnp.where(live[None, :] & ~bad_value, s, -jnp.inf)
+        return idx, s, bad
+
+    neg_inf_rows = jnp.full((num_rows,), -jnp.inf, dtype)
+    no_bad = jnp.zeros((num_rows,), bool)
+
+    if method == "auto":
+        method = "gumbel" if num_lead == 1 else "inverse_cdf"
+
+    if method == "gumbel":
+
+        def body(c, carry):
+            best, arg, row_max, bad = carry
+            idx, s, b = chunk_scores(c)
+            new_max = jnp.maximum(row_max, jnp.max(s, axis=-1))
+            best = best + _rescale(row_max, new_max, scale)[None, :]
+            logits = _logits(s, new_max, scale)
+            noise = _random.gumbel(jax.random.fold_in(key, c), (num_lead, num_rows, chunk), dtype)
+            noisy = logits[None] + noise
+            top = jnp.max(noisy, axis=-1)
+            where = jnp.argmax(noisy, axis=-1)
+            better = top > best
+            best = jnp.where(better, top, best)
+            arg = jnp.where(better, idx[where], arg)
+            return best, arg, new_max, bad | b
+
+        init = (
+            jnp.full((num_lead, num_rows), -jnp.inf, dtype),
+            jnp.zeros((num_lead, num_rows), jnp.int32),
+            neg_inf_rows,
+            no_bad,
+        )
+        _, out, row_max, bad = jax.lax.fori_loop(0, num_chunks, body, init)
+    else:
+
+        def lse_body(c, carry):
+            row_max, total, bad = carry
+            _, s, b = chunk_scores(c)
+            new_max = jnp.maximum(row_max, jnp.max(s, axis=-1))
+            total = total * jnp.exp(_rescale(row_max, new_max, scale))
+            total = total + jnp.sum(jnp.exp(_logits(s, new_max, scale)), axis=-1)
+            return new_max, total, bad | b
+
+        row_max, total, bad = jax.lax.fori_loop(
+            0, num_chunks, lse_body, (neg_inf_rows, jnp.zeros((num_rows,), dtype), no_bad)
+        )
+        targets = _random.uniform(key, (num_lead, num_rows), dtype) * total[None, :]
+        out = _inverse_cdf_pass(chunk_scores, row_max, scale, targets, num_chunks, chunk)
+
+    valid = params_ok & ~bad & (row_max > -jnp.inf)
+    checkify_scores(fn, bad, row_max)
+    out = jnp.where(valid[None, :], out, -1)
+    return out.reshape(shape), bad, row_max == -jnp.inf
+
+
+def checkify_scores(fn: str, bad: Array, row_max: Array) -> None:
+    from jax.experimental import checkify
+
+    checkify.debug_check(~jnp.any(bad), f"{fn}: score_fn returned NaN or +inf scores")
+    _checks.debug_check_selectable(fn, row_max)
+
+
+def _inverse_cdf_pass(chunk_scores, row_max, scale, targets, num_chunks, chunk):
+    """Second pass: for each target t, the number of candidates j with C_j <= t.
+
+    ``C_j`` is the inclusive running sum of ``exp(logits)``; the first index
+    whose running sum exceeds ``t`` is exactly that count (probability-0
+    candidates add nothing to ``C`` and are skipped). Returns int32
+    ``(draws, rows)``, clamped to the last candidate of positive probability.
+    """
+    num_lead, num_rows = targets.shape
+    dtype = targets.dtype
+    search = jax.vmap(partial(jnp.searchsorted, side="right"), in_axes=(0, 1), out_axes=1)
+
+    def masses(c, running):
+        idx, s, _ = chunk_scores(c)
+        p = jnp.exp(_logits(s, row_max, scale))
+        cumulative = running[:, None] + jnp.cumsum(p, axis=-1)
+        positive = p > 0
+        last_in_chunk = chunk - 1 - jnp.argmax(jnp.flip(positive, axis=-1), axis=-1)
+        return idx, cumulative, jnp.any(positive, axis=-1), idx[last_in_chunk]
+
+    zeros = jnp.zeros((num_rows,), dtype)
+    last0 = jnp.zeros((num_rows,), jnp.int32)
+
+    if num_lead <= chunk:
+        # Few draws: each draw binary-searches each chunk's running sums.
+        def body(c, carry):
+            running, count, last = carry
+            _, cumulative, has, last_c = masses(c, running)
+            count = count + search(cumulative, targets).astype(jnp.int32)
+            return cumulative[:, -1], count, jnp.where(has, last_c, last)
+
+        init = (zeros, jnp.zeros((num_lead, num_rows), jnp.int32), last0)
+        _, count, last = jax.lax.fori_loop(0, num_chunks, body, init)
+    else:
+        # Many draws: sort the targets once; each chunk's running sums search them
+        # (k_j = #{t < C_j}) and a histogram of k_j gives #{j: C_j <= t_i} by cumsum.
+        order = jnp.argsort(targets, axis=0)
+        sorted_t = jnp.take_along_axis(targets, order, axis=0).T  # (rows, draws)
+        find = jax.vmap(partial(jnp.searchsorted, side="left"))
+        rows = jnp.arange(num_rows)[:, None]
+
+        def body(c, carry):
+            running, marks, last = carry
+            _, cumulative, has, last_c = masses(c, running)
+            k = find(sorted_t, cumulative)
+            marks = marks.at[jnp.broadcast_to(rows, k.shape), k].add(1)
+            return cumulative[:, -1], marks, jnp.where(has, last_c, last)
+
+        init = (zeros, jnp.zeros((num_rows, num_lead + 1), jnp.int32), last0)
+        _, marks, last = jax.lax.fori_loop(0, num_chunks, body, init)
+        counted = jnp.cumsum(marks, axis=-1)[:, :num_lead].T  # (draws, rows), sorted order
+        count = jnp.zeros_like(counted).at[order, jnp.arange(num_rows)[None, :]].set(counted)
+    return jnp.minimum(count, last[None, :])

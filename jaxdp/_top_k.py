@@ -75,7 +75,7 @@ def top_k(
     k = _checks.static_int(k, fn, "k", minimum=1)
     if k > n:
         raise ValueError(f"{fn}: k must be <= the number of outcomes n={n}, got k={k}")
-    if _checks.is_concrete(scores) and bool(jnp.any(jnp.sum(scores > -jnp.inf, axis=-1) < k)):
+    if _checks.is_concrete(scores) and _too_few_finite(scores, k):
         raise ValueError(
             f"{fn}: every row of scores needs at least k={k} finite scores to select k "
             "distinct outcomes"
@@ -83,6 +83,11 @@ def top_k(
     return _top_k_impl(
         key, scores, epsilon, sensitivity, k=k, monotonic=bool(monotonic), shape=shape
     )
+
+
+@_checks.eager
+def _too_few_finite(scores, k):
+    return bool(jnp.any(jnp.sum(scores > -jnp.inf, axis=-1) < k))
 
 
 @partial(jax.jit, static_argnames=("k", "monotonic", "shape"))

@@ -1,0 +1,94 @@
+"""Report-noisy-max and permute-and-flip against their exact float64 laws."""
+
+import jax
+import numpy as np
+import pytest
+from laws import (
+    assert_matches_law,
+    exponential_law,
+    laplace_noisy_max_law,
+    permute_and_flip_law,
+)
+
+import jaxdp
+
+N_DRAWS = 10**6
+SCORES = np.array([0.0, 1.0, 2.0, 2.0, 3.5, -1.0])
+EPS, DELTA = 1.1, 0.9
+
+
+@pytest.mark.parametrize("monotonic", [False, True])
+def test_laplace_law(monotonic):
+    draws = jaxdp.report_noisy_max(
+        jax.random.key(0), SCORES, epsilon=EPS, sensitivity=DELTA, noise="laplace",
+        monotonic=monotonic, shape=(N_DRAWS,),
+    )
+    assert_matches_law(draws, laplace_noisy_max_law(SCORES, EPS, DELTA, monotonic))
+    with pytest.raises(AssertionError):  # the other scale (factor 2) is caught
+        assert_matches_law(draws, laplace_noisy_max_law(SCORES, EPS, DELTA, not monotonic))
+    with pytest.raises(AssertionError):  # Laplace RNM is not the exponential mechanism
+        assert_matches_law(draws, exponential_law(SCORES, EPS, DELTA, monotonic))
+
+
+@pytest.mark.parametrize("monotonic", [False, True])
+def test_gumbel_law_is_exponential(monotonic):
+    draws = jaxdp.report_noisy_max(
+        jax.random.key(1), SCORES, epsilon=EPS, sensitivity=DELTA, noise="gumbel",
+        monotonic=monotonic, shape=(N_DRAWS,),
+    )
+    assert_matches_law(draws, exponential_law(SCORES, EPS, DELTA, monotonic))
+    with pytest.raises(AssertionError):
+        assert_matches_law(draws, exponential_law(SCORES, EPS, DELTA, not monotonic))
+
+
+@pytest.mark.parametrize("monotonic", [False, True])
+def test_exponential_noise_law_is_permute_and_flip(monotonic):
+    draws = jaxdp.report_noisy_max(
+        jax.random.key(2), SCORES, epsilon=EPS, sensitivity=DELTA, noise="exponential",
+        monotonic=monotonic, shape=(N_DRAWS,),
+    )
+    assert_matches_law(draws, permute_and_flip_law(SCORES, EPS, DELTA, monotonic))
+    with pytest.raises(AssertionError):
+        assert_matches_law(draws, permute_and_flip_law(SCORES, EPS, DELTA, not monotonic))
+
+
+@pytest.mark.parametrize("monotonic", [False, True])
+def test_permute_and_flip_law(monotonic):
+    """Against the law enumerated over all 720 permutations of 6 outcomes."""
+    draws = jaxdp.permute_and_flip(
+        jax.random.key(3), SCORES, epsilon=EPS, sensitivity=DELTA, monotonic=monotonic,
+        shape=(N_DRAWS,),
+    )
+    assert_matches_law(draws, permute_and_flip_law(SCORES, EPS, DELTA, monotonic))
+    with pytest.raises(AssertionError):  # PF differs from EM at the same epsilon
+        assert_matches_law(draws, exponential_law(SCORES, EPS, DELTA, monotonic))
+    with pytest.raises(AssertionError):
+        assert_matches_law(draws, permute_and_flip_law(SCORES, 0.95 * EPS, DELTA, monotonic))
+
+
+def test_permute_and_flip_batched_rows_and_neg_inf():
+    rng = np.random.default_rng(0)
+    scores = rng.normal(size=(2, 5)) * 3
+    scores[0, 2] = -np.inf
+    draws = jaxdp.permute_and_flip(
+        jax.random.key(4), scores, epsilon=np.array([[0.5], [2.0]])[:, 0], sensitivity=1.0,
+        shape=(400_000, 2),
+    )
+    finite = np.isfinite(scores[0])
+    law0 = np.zeros(5)
+    law0[finite] = permute_and_flip_law(scores[0][finite], 0.5, 1.0)
+    assert_matches_law(draws[:, 0], law0)
+    assert_matches_law(draws[:, 1], permute_and_flip_law(scores[1], 2.0, 1.0))
+    with pytest.raises(AssertionError):
+        assert_matches_law(draws[:, 1], permute_and_flip_law(scores[1], 0.5, 1.0))
+
+
+@pytest.mark.parametrize("noise", ["laplace", "gumbel", "exponential"])
+def test_ties_uniform_and_neg_inf(noise):
+    scores = np.array([2.0, 2.0, 2.0, -np.inf])
+    draws = jaxdp.report_noisy_max(
+        jax.random.key(5), scores, epsilon=1e4, sensitivity=1.0, noise=noise, shape=(300_000,)
+    )
+    assert_matches_law(draws, np.array([1, 1, 1, 0]) / 3)
+    with pytest.raises(AssertionError):
+        assert_matches_law(draws, np.array([0.5, 0.25, 0.25, 0.0]))

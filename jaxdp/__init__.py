@@ -6,6 +6,7 @@ samples per call. See ``DESIGN.md`` for the contract every function follows.
 """
 
 from . import accounting as accounting
+from . import audit as audit
 from . import montecarlo as montecarlo
 from . import utility as utility
 from ._additive import gaussian as gaussian
@@ -20,6 +21,7 @@ from ._exponential import exponential_log_probs as exponential_log_probs
 from ._learning import select_hypothesis as select_hypothesis
 from ._noisy_max import permute_and_flip as permute_and_flip
 from ._noisy_max import report_noisy_max as report_noisy_max
+from ._random import random_key as random_key
 from ._streaming import exponential_streaming as exponential_streaming
 from ._top_k import top_k as top_k
 
@@ -27,6 +29,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "accounting",
+    "audit",
     "exponential",
     "exponential_log_probs",
     "exponential_piecewise",
@@ -38,6 +41,7 @@ __all__ = [
     "private_mode",
     "private_price",
     "private_quantile",
+    "random_key",
     "randomized_response",
     "report_noisy_max",
     "select_hypothesis",

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
 
-from . import _checks
+from . import _checks, _random
 from ._typing import Array, ArrayLike, PRNGKey
 
 
@@ -39,6 +39,7 @@ def laplace(
     epsilon: ArrayLike,
     sensitivity: ArrayLike,
     shape: Sequence[int] | None = None,
+    granularity: float | None = None,
 ) -> Array:
     r"""The Laplace mechanism: ``values`` plus Laplace noise of scale Δ₁/ε.
 
@@ -48,9 +49,35 @@ def laplace(
         \mathrm{Lap}(\Delta_1/\varepsilon), \quad p(z) = \tfrac{\varepsilon}{2\Delta_1}
         e^{-\varepsilon |z| / \Delta_1}
 
+    With ``granularity`` γ (a power of two) the release lies on the grid γℤ:
+
+    .. math::
+
+        M(x) = \gamma\,\big(\lfloor f(x)/\gamma + \tfrac12 \rfloor + K\big), \qquad
+        \Pr[K = k] \propto e^{-\varepsilon |k| / N}, \quad
+        N = \lceil \Delta_1/\gamma \rceil
+
+    (the discrete Laplace, or two-sided geometric, law on the integers).
+
     **Privacy.** ε-DP when ``sensitivity`` is the L1 sensitivity Δ₁ of the whole
     vector ``values`` = f(x) (Dwork, McSherry, Nissim & Smith 2006; Dwork & Roth
     2014, Thm 3.6). Each leading draw of ``shape`` is a separate release.
+
+    The continuous version computes ``f(x) + b·Z`` in floating point, whose set
+    of reachable outputs depends on f(x): Mironov (2012) showed that this can
+    reveal f(x) exactly from a single release, whatever ε. It is *not* defended
+    here. The granular version is: rounding to γℤ (γ a power of two, so the
+    division is exact) and adding integer noise makes the output a
+    post-processing of the exact integer ``round(f(x)/γ) + K``, the discrete
+    Laplace mechanism (Ghosh, Roughgarden & Sundararajan 2009; the "granular"
+    noise of Google's secure-noise library). For a scalar f the grid sensitivity
+    is exactly N, so the release is ε-DP at the stated ε. For a vector whose
+    L1 change Δ₁ spreads over m coordinates, each rounding adds at most one
+    grid step, so the **adjusted epsilon** is ε (Δ₁/γ + m) / N ≤ ε (1 + mγ/Δ₁):
+    choose γ ≪ Δ₁/m (e.g. γ = 2**-20 Δ₁ costs a factor 1 + m·2**-20). Noise
+    tails are resolved to probability about 1e-10 per coordinate in float32
+    (1e-19 in float64; ``SECURITY.md``): beyond that the guarantee is
+    (ε, δ ≈ 1e-10)-DP.
 
     Args:
       key: a PRNG key (typed or legacy); one key per call.
@@ -59,44 +86,113 @@ def laplace(
       sensitivity: Δ₁ > 0, L1 sensitivity of f; same rules.
       shape: static output shape, broadcast-compatible with ``values`` (leading
         dims are i.i.d. releases); ``None`` gives ``values``' shape.
+      granularity: ``None`` (continuous noise) or a static Python float γ > 0
+        that is a power of two: the output grid. The noise scale in grid steps,
+        N/ε, must stay below 2**19 in float32 (2**48 in float64) so that every
+        integer of the noise range is representable; pick a coarser γ, or
+        ``jax_enable_x64``, otherwise.
 
     Returns:
-      Array of ``shape`` in the compute dtype. Under tracing, invalid ε or Δ give NaN.
+      Array of ``shape`` in the compute dtype. Under tracing, invalid ε or Δ (or,
+      with ``granularity``, a noise scale over the limit) give NaN.
 
     Raises:
       ValueError: ε or Δ not finite and > 0; NaN or infinite values; bad ``shape``
-        or key.
+        or key; ``granularity`` not a positive power of two, or too fine for the
+        values, ε and Δ (concrete).
 
     Examples:
       >>> import jax, jax.numpy as jnp, jaxdp
       >>> jaxdp.laplace(jax.random.key(0), jnp.zeros(3), epsilon=1.0,
       ...               sensitivity=1.0).shape
       (3,)
-
-    .. note::
-      Textbook floating-point Laplace noise leaks through the set of reachable
-      doubles (Mironov 2012); this function does not defend against that attack.
+      >>> y = jaxdp.laplace(jax.random.key(0), jnp.zeros(1000), epsilon=1.0,
+      ...                   sensitivity=1.0, granularity=2.0**-10)
+      >>> bool(jnp.all(y * 2**10 == jnp.round(y * 2**10)))
+      True
 
     References:
       C. Dwork, F. McSherry, K. Nissim and A. Smith, `Calibrating Noise to
       Sensitivity in Private Data Analysis <https://doi.org/10.1007/11681878_14>`_,
       TCC 2006.
+      I. Mironov, `On Significance of the Least Significant Bits for Differential
+      Privacy <https://doi.org/10.1145/2382196.2382264>`_, CCS 2012.
+      A. Ghosh, T. Roughgarden and M. Sundararajan, `Universally Utility-Maximizing
+      Privacy Mechanisms <https://doi.org/10.1145/1536414.1536464>`_, STOC 2009.
     """
     fn = "laplace"
     _checks.positive(fn, epsilon=epsilon, sensitivity=sensitivity)
+    granularity = _granularity(granularity, fn)
     key, values, p, shape = _values_args(
         fn, key, values, shape, epsilon=epsilon, sensitivity=sensitivity
     )
-    return _laplace_impl(key, values, p["epsilon"], p["sensitivity"], shape=shape)
+    if granularity is not None:
+        _check_grid(fn, values, epsilon, sensitivity, granularity)
+    return _laplace_impl(
+        key, values, p["epsilon"], p["sensitivity"], shape=shape, granularity=granularity
+    )
 
 
-@partial(jax.jit, static_argnames=("shape",))
-def _laplace_impl(key, values, epsilon, sensitivity, *, shape):
+def _granularity(value, fn: str) -> float | None:
+    """None, or a Python float that is a positive, normal power of two."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not _checks.is_concrete(value):
+        raise ValueError(f"{fn}: granularity must be None or a static power of two, got {value!r}")
+    try:
+        gamma = float(value)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{fn}: granularity must be a power of two, got {value!r}") from err
+    info = np.finfo(_checks.compute_dtype())
+    if not (math.isfinite(gamma) and gamma > 0 and math.frexp(gamma)[0] == 0.5):
+        raise ValueError(f"{fn}: granularity must be a positive power of two, got {value!r}")
+    if not float(info.tiny) <= gamma <= float(info.max):
+        raise ValueError(f"{fn}: granularity {gamma!r} is outside the normal range of {info.dtype}")
+    return gamma
+
+
+def _grid_limit(dtype) -> float:
+    """Largest noise scale in grid steps whose tail (22.9 scales in float32,
+    45 in float64) stays below 2**(mantissa bits + 1): all integers representable."""
+    return 2.0 ** (np.finfo(dtype).nmant - 4)
+
+
+@_checks.eager
+def _check_grid(fn, values, epsilon, sensitivity, gamma):
+    if not all(_checks.is_concrete(v) for v in (values, epsilon, sensitivity)):
+        return
+    dtype = values.dtype
+    steps = np.ceil(np.asarray(sensitivity, np.float64) / gamma) / np.asarray(epsilon, np.float64)
+    if np.max(steps) > _grid_limit(dtype):
+        raise ValueError(
+            f"{fn}: granularity {gamma!r} is too fine: the noise scale is "
+            f"{np.max(steps):.3g} grid steps, over the limit {_grid_limit(dtype):.3g} of "
+            f"{np.dtype(dtype).name}; use a coarser granularity or jax_enable_x64"
+        )
+    if values.size and not bool(jnp.all(jnp.isfinite(values / jnp.asarray(gamma, dtype)))):
+        raise ValueError(f"{fn}: values / granularity overflows; use a coarser granularity")
+
+
+@partial(jax.jit, static_argnames=("shape", "granularity"))
+def _laplace_impl(key, values, epsilon, sensitivity, *, shape, granularity):
     _checks.debug_check_positive("laplace", epsilon=epsilon, sensitivity=sensitivity)
     ok = _checks.positive_ok(epsilon) & _checks.positive_ok(sensitivity)
-    scale = jnp.where(ok, sensitivity / epsilon, jnp.nan)
-    noise = jax.random.laplace(key, shape, values.dtype)
-    return jnp.broadcast_to(values, shape) + jnp.broadcast_to(scale, shape) * noise
+    dtype = values.dtype
+    if granularity is None:
+        scale = jnp.where(ok, sensitivity / epsilon, jnp.nan)
+        noise = _random.laplace(key, shape, dtype)
+        return jnp.broadcast_to(values, shape) + jnp.broadcast_to(scale, shape) * noise
+    gamma = jnp.asarray(granularity, dtype)
+    steps = jnp.ceil(sensitivity / gamma) / epsilon  # noise scale in grid steps
+    fits = jnp.all(steps <= _grid_limit(dtype))
+    checkify.debug_check(fits, "laplace: granularity too fine for epsilon and sensitivity")
+    q = values / gamma  # exact: gamma is a power of two
+    # floor(q + 1/2) is exact below 2**nmant; above it q is already an integer.
+    big = jnp.abs(q) >= 2.0 ** np.finfo(dtype).nmant
+    grid = jnp.where(big, q, jnp.floor(q + 0.5))
+    k = _random.discrete_laplace(key, shape, jnp.broadcast_to(steps, shape), dtype)
+    out = (jnp.broadcast_to(grid, shape) + k) * gamma
+    return jnp.where(jnp.broadcast_to(ok & fits, shape), out, jnp.nan)
 
 
 # ----------------------------------------------------------------------------- Gaussian
@@ -272,5 +368,5 @@ def _gaussian_impl(key, values, epsilon, delta, sensitivity, sigma, *, shape):
         sigma = _analytic_sigma_traced(epsilon, delta, sensitivity)
     ok = _checks.positive_ok(epsilon) & _checks.positive_ok(sensitivity) & ok_delta
     sigma = jnp.where(ok, sigma, jnp.nan)
-    noise = jax.random.normal(key, shape, values.dtype)
+    noise = _random.normal(key, shape, values.dtype)  # tails to 9.4 sigma (SECURITY.md)
     return jnp.broadcast_to(values, shape) + jnp.broadcast_to(sigma, shape) * noise

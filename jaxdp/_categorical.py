@@ -194,4 +194,4 @@ def private_mode(
 def _counts(values: Array, k: int) -> Array:
     flat = values.reshape((-1, values.shape[-1]))
     counts = jax.vmap(lambda v: jnp.bincount(v, length=k))(flat)
-    return counts.reshape(values.shape[:-1] + (k,)).astype(_checks.compute_dtype())
+    return counts.reshape(values.shape[:-1] + (k,))  # int: exact gaps above 2**24

@@ -95,12 +95,45 @@ def single_key(key: PRNGKey, fn: str) -> PRNGKey:
 # ----------------------------------------------------------------------------- arrays
 
 
+def _integers_below_max(arr: Array, axis: int) -> Array:
+    """``-(max - x)`` along ``axis``, exact for any integer dtype.
+
+    The gap ``max - x`` always fits the *unsigned* type of the same width, and
+    two's-complement subtraction computes it exactly modulo 2**bits. Gaps
+    below 2**24 (2**53 in float64) then convert exactly; larger ones round, but
+    such outcomes have selection probability e**-(ε 2**24 / 2Δ), i.e. 0.
+    Leaves ``arr`` alone when ``axis`` is invalid or empty (checked later).
+    """
+    if not -arr.ndim <= axis < arr.ndim or arr.shape[axis] == 0:
+        return arr
+    if arr.dtype.itemsize < 4:
+        arr = arr.astype(jnp.int32)
+    unsigned = jnp.dtype(f"uint{8 * arr.dtype.itemsize}")
+    gap = jax.lax.bitcast_convert_type(
+        jnp.max(arr, axis=axis, keepdims=True), unsigned
+    ) - jax.lax.bitcast_convert_type(arr, unsigned)
+    return -gap.astype(compute_dtype())
+
+
 @eager
-def float_array(x: ArrayLike, fn: str, name: str, *, allow_neg_inf: bool = True) -> Array:
+def float_array(
+    x: ArrayLike,
+    fn: str,
+    name: str,
+    *,
+    allow_neg_inf: bool = True,
+    exact_axis: int | None = None,
+) -> Array:
     """Converts to the compute float dtype; a concrete NaN or +inf raises.
 
     Integer, bool, float16 and bfloat16 inputs are upcast to float32 (float64
     under ``jax_enable_x64``). ``-inf`` is allowed when ``allow_neg_inf``.
+
+    With ``exact_axis`` (selection scores, whose law only depends on each row's
+    differences), *integer* inputs are first shifted by their maximum along
+    that axis in exact integer arithmetic, so counts above 2**24 (float32's
+    integer limit) keep their exact differences to the row maximum: a gap of
+    1 between 16777217 and 16777216 stays 1 instead of rounding to 0.
     """
     if isinstance(x, (str, bytes)) or x is None:
         raise ValueError(f"{fn}: {name} must be a real array, got {x!r}")
@@ -112,6 +145,8 @@ def float_array(x: ArrayLike, fn: str, name: str, *, allow_neg_inf: bool = True)
         jnp.issubdtype(arr.dtype, jnp.number) or arr.dtype == jnp.bool_
     ):
         raise ValueError(f"{fn}: {name} must be real-valued, got dtype {arr.dtype}")
+    if exact_axis is not None and jnp.issubdtype(arr.dtype, jnp.integer):
+        arr = _integers_below_max(arr, exact_axis)
     arr = arr.astype(compute_dtype())
     if is_concrete(arr) and arr.size:
         bad = jnp.isnan(arr) | (arr == jnp.inf)
@@ -296,7 +331,11 @@ def selection_args(
     """
     key = single_key(key, fn) if require_key else None
     positive(fn, epsilon=epsilon, sensitivity=sensitivity)
-    scores = float_array(scores, fn, "scores")
+    try:
+        exact_axis = operator.index(axis)
+    except TypeError:
+        exact_axis = None  # canonical_axis below raises the error
+    scores = float_array(scores, fn, "scores", exact_axis=exact_axis)
     axis = canonical_axis(axis, scores.ndim, fn)
     scores = jnp.moveaxis(scores, axis, -1)
     nonempty_axis(scores.shape[-1], fn)

@@ -83,14 +83,16 @@ def exponential(
       ((1000000,), dtype('int32'))
 
     .. note::
-      In float32 the sampler resolves probabilities down to about 1e-7 of the
-      largest one: both methods draw 23-bit uniforms, so an outcome whose
-      probability is below ~2**-23 relative to the total (Gumbel: to the maximum)
-      is mis-weighted, and with Gumbel noise a logit gap above about 20 can never
-      be crossed. Under ``jax.config.update("jax_enable_x64", True)`` (or the
-      ``jax.enable_x64()`` context) scores, logits and uniforms are float64 and the
-      limit drops to about 1e-16. Scores are shifted by their row maximum first,
-      so offsets such as 1e30 or 2**24 do not move the law.
+      Float32 resolution. ``"gumbel"`` uses noise built from all 32 random bits
+      (``jaxdp._random``): Gumbel variates reach 22.9, so selection probabilities
+      down to about 1e-10 of the largest are resolved, and a logit gap above
+      about 25.7 can never be crossed. ``"inverse_cdf"`` is limited by its float32
+      prefix sum: an outcome whose probability is below about 1e-7 of the row
+      total (one ulp of the running sum) is mis-weighted. Under
+      ``jax.config.update("jax_enable_x64", True)`` (or the ``jax.enable_x64()``
+      context) scores, logits, sums and uniforms are float64 and the limits drop
+      to about 1e-19 and 1e-16. Scores are shifted by their row maximum first
+      (integers exactly), so offsets such as 1e30 or 2**24 do not move the law.
 
     References:
       F. McSherry and K. Talwar, `Mechanism Design via Differential Privacy

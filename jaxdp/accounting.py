@@ -79,7 +79,7 @@ class BudgetExceededError(Exception):
 
 
 def _real(fn: str, name: str, value: Any) -> float:
-    if isinstance(value, bool):
+    if isinstance(value, (bool, str, bytes)) or value is None:
         raise ValueError(f"{fn}: {name} must be a real number, got {value!r}")
     try:
         x = float(operator.index(value)) if isinstance(value, int) else float(value)
@@ -438,7 +438,9 @@ class PrivacyBudget:
     def remaining(self) -> PrivacyGuarantee:
         """What is left: ``total - spent``, floored at 0."""
         s = self.spent
-        return PrivacyGuarantee(max(self._epsilon - s.epsilon, 0.0), max(self._delta - s.delta, 0.0))
+        return PrivacyGuarantee(
+            max(self._epsilon - s.epsilon, 0.0), max(self._delta - s.delta, 0.0)
+        )
 
     def _fits(self, spent: PrivacyGuarantee) -> bool:
         return spent.epsilon <= self._epsilon * (1 + self._RTOL) and spent.delta <= self._delta * (
@@ -596,7 +598,9 @@ def dp_event(
         | {"report_noisy_max", "top_k", "laplace", "gaussian", "randomized_response"}
     )
     if name not in known:
-        raise ValueError(f"{fn}: mechanism must be one of {known} (or the function), got {mechanism!r}")
+        raise ValueError(
+            f"{fn}: mechanism must be one of {known} (or the function), got {mechanism!r}"
+        )
     eps = _epsilon(fn, "epsilon", epsilon)
     if eps == 0:
         raise ValueError(f"{fn}: epsilon must be > 0, got {epsilon!r}")
@@ -635,9 +639,7 @@ def dp_event(
         d = _delta(fn, "delta", delta, open_low=True, open_high=True)
         from ._additive import analytic_gaussian_sigma
 
-        event = dp_accounting.GaussianDpEvent(
-            noise_multiplier=analytic_gaussian_sigma(eps, d, 1.0)
-        )
+        event = dp_accounting.GaussianDpEvent(noise_multiplier=analytic_gaussian_sigma(eps, d, 1.0))
     else:  # randomized_response
         if num_categories is None:
             raise ValueError(f"{fn}: randomized_response needs num_categories")

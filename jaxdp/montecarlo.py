@@ -163,9 +163,7 @@ def _keys_for(key: PRNGKey, hi: Array, lo: Array, offsets: Array) -> Array:
     """Per-trial keys for global indices ``(hi, lo) + offsets`` (uint32 carry)."""
     lo_i = lo + offsets  # wraps modulo 2**32
     hi_i = hi + (lo_i < lo).astype(jnp.uint32)
-    return jax.vmap(lambda h, low: jax.random.fold_in(jax.random.fold_in(key, h), low))(
-        hi_i, lo_i
-    )
+    return jax.vmap(lambda h, low: jax.random.fold_in(jax.random.fold_in(key, h), low))(hi_i, lo_i)
 
 
 # ----------------------------------------------------------------------------- device step
@@ -227,16 +225,21 @@ def _reduce_leaf(x: Array, mask: Array, edges: tuple[float, ...] | None) -> _Bat
     block_sq = _pairwise_sum(dev * dev)
     inf = jnp.asarray(jnp.inf, x.dtype)
     vmask = mask.reshape((num_trials,) + (1,) * len(shape))
-    vmin = jnp.min(jnp.where(vmask, x, inf), axis=0)
-    vmax = jnp.max(jnp.where(vmask, x, -inf), axis=0)
+    # XLA's min/max reductions need not propagate NaN: flag NaN explicitly
+    has_nan = jax.lax.pmax(jnp.any(vmask & jnp.isnan(x), axis=0).astype(jnp.int32), _AXIS) > 0
+    nan = jnp.asarray(jnp.nan, x.dtype)
+    vmin = jax.lax.pmin(jnp.min(jnp.where(vmask, x, inf), axis=0), _AXIS)
+    vmax = jax.lax.pmax(jnp.max(jnp.where(vmask, x, -inf), axis=0), _AXIS)
+    vmin = jnp.where(has_nan, nan, vmin)
+    vmax = jnp.where(has_nan, nan, vmax)
     hist = None if edges is None else jax.lax.psum(_histogram(x, mask, edges), _AXIS)
     gather = functools.partial(jax.lax.all_gather, axis_name=_AXIS, tiled=True)
     return _BatchStats(
         block_sum=gather(block_sum),
         block_mean=gather(block_mean),
         block_sq=gather(block_sq),
-        min=jax.lax.pmin(vmin, _AXIS),
-        max=jax.lax.pmax(vmax, _AXIS),
+        min=vmin,
+        max=vmax,
         hist=hist,
     )
 
@@ -343,7 +346,9 @@ class _Accumulator:
         mean = self.total / count
         centred = self.total_sq - count * (mean - self.shift) ** 2
         with np.errstate(invalid="ignore", divide="ignore"):
-            var = np.maximum(centred, 0.0) / (count - 1) if count > 1 else np.full_like(mean, np.nan)
+            var = (
+                np.maximum(centred, 0.0) / (count - 1) if count > 1 else np.full_like(mean, np.nan)
+            )
         std = np.sqrt(var)
         stderr = std / math.sqrt(count)
 
@@ -576,9 +581,7 @@ def run(
 
     def absorb(out, n_valid):
         nonlocal accs, treedef
-        leaves, tdef = jax.tree_util.tree_flatten(
-            out, is_leaf=lambda x: isinstance(x, _BatchStats)
-        )
+        leaves, tdef = jax.tree_util.tree_flatten(out, is_leaf=lambda x: isinstance(x, _BatchStats))
         if accs is None:
             accs = [_Accumulator() for _ in leaves]
             treedef = tdef

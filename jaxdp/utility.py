@@ -157,9 +157,7 @@ def exponential_utility_bound(
     return float(g) if g.ndim == 0 else g
 
 
-def laplace_tail_bound(
-    epsilon: Any, sensitivity: Any, beta: Any, num_queries: int = 1
-) -> Any:
+def laplace_tail_bound(epsilon: Any, sensitivity: Any, beta: Any, num_queries: int = 1) -> Any:
     r"""The error a that k Laplace(Δ/ε) noises all stay below with probability >= 1 - β.
 
     .. math::
@@ -299,7 +297,8 @@ def exponential_probs(
 
     .. math::
 
-        p_r = \frac{\exp(\varepsilon s_r / (2\Delta))}{\sum_{r'} \exp(\varepsilon s_{r'} / (2\Delta))}
+        p_r = \frac{\exp(\varepsilon s_r / (2\Delta))}
+                   {\sum_{r'} \exp(\varepsilon s_{r'} / (2\Delta))}
 
     computed with the maximum subtracted first (:math:`\varepsilon s_r/\Delta`
     when ``monotonic``).
@@ -461,7 +460,9 @@ def report_noisy_max_probs(
     fn = "report_noisy_max_probs"
     noise = _noise(fn, noise)
     if noise == "gumbel":
-        return exponential_probs(scores, epsilon=epsilon, sensitivity=sensitivity, monotonic=monotonic)
+        return exponential_probs(
+            scores, epsilon=epsilon, sensitivity=sensitivity, monotonic=monotonic
+        )
     if noise == "exponential":
         return permute_and_flip_probs(
             scores, epsilon=epsilon, sensitivity=sensitivity, monotonic=monotonic
@@ -473,7 +474,9 @@ def report_noisy_max_probs(
 
 def _noise(fn: str, noise: Any) -> str:
     if noise not in ("laplace", "gumbel", "exponential"):
-        raise ValueError(f"{fn}: noise must be one of ['laplace', 'gumbel', 'exponential'], got {noise!r}")
+        raise ValueError(
+            f"{fn}: noise must be one of ['laplace', 'gumbel', 'exponential'], got {noise!r}"
+        )
     return noise
 
 

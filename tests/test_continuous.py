@@ -111,10 +111,14 @@ PIECES = {
     "mixed": ([0.0, 1.0, 3.0, 3.0, 4.0], [0.0, 2.0, 5.0, -1.0], [1.0, -1.0, 0.0, 1e-7], 2.0),
     # slopes near 0 of both signs, and exactly 0
     "tiny_slopes": ([-1.0, 0.0, 0.5, 2.0], [0.0, 1.0, 0.0], [1e-30, -1e-6, 0.0], 2.0),
-    # steep slopes both ways: mass concentrated at interval ends
-    "steep": ([0.0, 1.0, 2.0], [0.0, 40.0], [30.0, -30.0], 1.0),
-    # a -inf intercept: that interval is never drawn
-    "excluded": ([0.0, 1.0, 2.0, 3.0], [0.0, -np.inf, 0.5], [1.0, 0.0, -1.0], 1.0),
+    # steep slopes both ways (mass concentrated at interval ends) and a -inf
+    # intercept: that interval is never drawn
+    "steep_excluded": (
+        [0.0, 1.0, 2.0, 3.0, 4.0],
+        [0.0, 40.0, -np.inf, 0.5],
+        [30.0, -30.0, 0.0, -1.0],
+        1.0,
+    ),
 }
 
 
@@ -587,3 +591,16 @@ def test_grid_path_converges_to_exact_price_law():
     d_grid = scipy.stats.kstest(grid_draws, cdf).statistic
     d_exact = scipy.stats.kstest(exact_draws, cdf).statistic
     assert d_exact < 0.005 and d_grid < 0.01
+
+
+@pytest.mark.slow
+def test_pricing_study_quick_mode(tmp_path):
+    pytest.importorskip("matplotlib")
+    from benchmarks import pricing
+
+    results = pricing.main(["--quick", "--out", str(tmp_path)])
+    for name in ("price_density", "revenue_loss", "quantile_density"):
+        assert (tmp_path / f"{name}.json").exists() and (tmp_path / f"{name}.png").exists()
+    classic = results["revenue_loss"]["scenarios"][0]
+    assert classic["opt_revenue"] == 4.0
+    assert all(loss >= 0 for loss in classic["loss_exact_expected"])

@@ -1,0 +1,106 @@
+"""``python -m benchmarks crossover``: where Gumbel-max beats the inverse CDF.
+
+Times ``jaxdp.exponential`` with ``method="gumbel"`` and ``"inverse_cdf"`` over
+a grid of (candidates n, draws per row S, rows B) and prints which is faster,
+next to what ``method="auto"`` (``jaxdp._kernels.choose_method``) picks. The
+table in ``choose_method``'s docstring comes from this command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxdp
+from jaxdp import _kernels
+
+from . import _machine
+from ._timing import time_jax
+
+GRID = {
+    "quick": {"n": (2, 8, 32, 256), "s": (1, 64), "b": (1, 1024)},
+    "full": {
+        "n": (2, 4, 8, 16, 32, 64, 256, 1024, 8192),
+        "s": (1, 4, 16, 64, 1024),
+        "b": (1, 1024),
+    },
+}
+MAX_NOISE = 4 * 10**7  # largest S * B * n timed with the Gumbel method
+
+
+def measure(n: int, s: int, b: int, method: str, repeats: int) -> float:
+    scores = jnp.asarray(np.random.default_rng(n).normal(size=(b, n)) * 3.0, jnp.float32)
+    shape = (s, b)
+
+    def fn(k, x):
+        return jaxdp.exponential(k, x, epsilon=1.0, sensitivity=1.0, shape=shape, method=method)
+
+    m = time_jax(fn, (jax.random.key(0), scores), repeats=repeats, budget_s=2.0)
+    return m.median_s
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks crossover", description=__doc__)
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--out", type=Path, default=None)
+    args = p.parse_args(list(sys.argv[1:] if argv is None else argv))
+    grid = GRID["quick" if args.quick else "full"]
+    repeats = 3 if args.quick else 5
+    rows = []
+    print(
+        "| rows B | draws per row S | candidates n | gumbel ms | inverse_cdf ms | "
+        "gumbel / inverse_cdf | faster | auto picks |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for b in grid["b"]:
+        for s in grid["s"]:
+            for n in grid["n"]:
+                if s * b * n > MAX_NOISE:
+                    continue
+                t_g = measure(n, s, b, "gumbel", repeats)
+                t_i = measure(n, s, b, "inverse_cdf", repeats)
+                auto = _kernels.choose_method(s, n, b)
+                best = "gumbel" if t_g < t_i else "inverse_cdf"
+                rows.append(
+                    {"n": n, "s": s, "b": b, "gumbel_s": t_g, "inverse_cdf_s": t_i,
+                     "faster": best, "auto": auto, "auto_loss": max(t_g, t_i) / min(t_g, t_i)
+                     if auto != best else 1.0}
+                )  # fmt: skip
+                print(
+                    f"| {b} | {s} | {n} | {t_g * 1e3:.3g} | {t_i * 1e3:.3g} | "
+                    f"{t_g / t_i:.2f} | {best} | {auto}{'' if auto == best else ' (slower)'} |",
+                    flush=True,
+                )
+    info = _machine.machine_info()
+    out = args.out or Path(__file__).resolve().parent / "results" / _machine.slug(info, "cpu")
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"crossover_{'quick' if args.quick else 'full'}.json"
+    path.write_text(
+        json.dumps(
+            {
+                "created": datetime.datetime.now(datetime.timezone.utc).isoformat(
+                    timespec="seconds"
+                ),
+                "machine": info,
+                "columns": "rows B | draws per row S | candidates n | gumbel ms | "
+                "inverse_cdf ms | gumbel/icdf | faster | auto",
+                "rows": rows,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
+    disagree = [r for r in rows if r["faster"] != r["auto"]]
+    print(
+        f"\nauto agrees with the measurement on {len(rows) - len(disagree)}/{len(rows)} "
+        f"points; worst loss {max([r['auto_loss'] for r in rows] + [1.0]):.2f}x; wrote {path}"
+    )
+    return 0

@@ -1,0 +1,281 @@
+"""Tests of jaxdp.accounting: composition, group privacy, budgets, dp_accounting bridge."""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import pytest
+
+import jaxdp
+from jaxdp import accounting
+from jaxdp.accounting import (
+    BudgetExceededError,
+    PrivacyBudget,
+    PrivacyGuarantee,
+    advanced_composition,
+    basic_composition,
+    group_privacy,
+    per_mechanism_epsilon,
+)
+
+# ----------------------------------------------------------------------------- worked examples
+
+
+def test_basic_composition_worked_examples():
+    assert basic_composition([0.1] * 10) == PrivacyGuarantee(1.0, 0.0)  # fsum: exactly 1
+    eps, delta = basic_composition([0.5, 0.25, 1.0], [1e-6, 0.0, 2e-6])
+    assert eps == 1.75 and delta == pytest.approx(3e-6, rel=1e-15)
+    assert basic_composition([0.0]) == (0.0, 0.0)
+
+
+def test_advanced_composition_worked_examples():
+    # eps' = sqrt(2 k ln(1/delta')) eps + k eps (e^eps - 1), by hand:
+    # k = 10_000, eps = 0.01, delta' = 1e-5:
+    #   sqrt(2e4 * 11.512925465) = 479.852...; * 0.01 = 4.79852...
+    #   1e4 * 0.01 * (e^0.01 - 1) = 100 * 0.01005017 = 1.005017
+    eps, delta = advanced_composition(0.01, 0.0, 10_000, 1e-5)
+    assert eps == pytest.approx(4.798525 + 1.005017, abs=1e-5)
+    assert delta == 1e-5
+    # Dwork & Roth Cor 3.21: eps = eps' / (2 sqrt(2 k ln(1/delta'))) gives at most eps'
+    # for eps' < 1 (k = 100, delta' = 1e-6, eps' = 0.9)
+    k, dp, target = 100, 1e-6, 0.9
+    per = target / (2 * math.sqrt(2 * k * math.log(1 / dp)))
+    assert advanced_composition(per, 1e-8, k, dp) == (
+        pytest.approx(math.sqrt(2 * k * math.log(1 / dp)) * per + k * per * math.expm1(per)),
+        pytest.approx(k * 1e-8 + dp),
+    )
+    assert advanced_composition(per, 0.0, k, dp).epsilon <= target
+    # one mechanism: the bound is worse than the trivial eps
+    assert advanced_composition(0.5, 0.0, 1, 1e-6).epsilon > 0.5
+
+
+def test_advanced_beats_basic_only_for_many_small_mechanisms():
+    assert advanced_composition(0.01, 0.0, 10_000, 1e-6).epsilon < 0.01 * 10_000
+    assert advanced_composition(1.0, 0.0, 10, 1e-6).epsilon > 1.0 * 10
+
+
+def test_group_privacy_worked_examples():
+    assert group_privacy(0.1, 0.0, 5) == PrivacyGuarantee(0.5, 0.0)
+    eps, delta = group_privacy(0.5, 1e-6, 3)
+    assert eps == 1.5
+    assert delta == pytest.approx(3 * math.e * 1e-6, rel=1e-14)  # 3 e^{2 * 0.5} 1e-6
+    assert group_privacy(2.0, 1e-5, 1) == (2.0, 1e-5)
+
+
+def test_per_mechanism_epsilon_inverts_advanced_composition():
+    p = per_mechanism_epsilon(1.0, 1e-6, 1000)
+    assert p.method == "advanced" and p.delta_prime == 1e-6
+    total = advanced_composition(p.epsilon, 0.0, 1000, 1e-6).epsilon
+    assert total <= 1.0 and total == pytest.approx(1.0, rel=1e-12)
+    assert p.epsilon > 1.0 / 1000  # better than basic
+    # few mechanisms: basic wins
+    assert per_mechanism_epsilon(1.0, 1e-6, 3) == (1 / 3, 0.0, 0.0, "basic")
+    # pure budget: basic only
+    assert per_mechanism_epsilon(2.0, 0.0, 4).method == "basic"
+    # approximate-DP mechanisms consume part of the total delta
+    q = per_mechanism_epsilon(1.0, 1e-5, 1000, delta=5e-9)
+    assert q.delta_prime == pytest.approx(1e-5 - 5e-6)
+    total = advanced_composition(q.epsilon, 5e-9, 1000, q.delta_prime)
+    assert total.epsilon <= 1.0 and total.delta == pytest.approx(1e-5)
+
+
+# ----------------------------------------------------------------------------- budget
+
+
+def test_budget_spends_records_and_refuses_without_partial_spend():
+    b = PrivacyBudget(1.0, 1e-5)
+    e = b.spend(0.25, label="mode")
+    assert e == accounting.LedgerEntry("mode", 0.25, 0.0)
+    b.spend(0.25, 5e-6, label="gauss")
+    assert b.spent == (0.5, 5e-6)
+    assert b.remaining == (0.5, 5e-6)
+    with pytest.raises(BudgetExceededError, match="Nothing was spent"):
+        b.spend(0.6)
+    with pytest.raises(BudgetExceededError):
+        b.spend(0.1, 6e-6)  # delta over, epsilon fine: refused whole
+    assert len(b.ledger) == 2 and b.spent == (0.5, 5e-6)
+    assert b.can_spend(0.5, 5e-6) and not b.can_spend(0.5000001)
+    b.spend(0.5, 5e-6)
+    assert b.remaining == (0.0, 0.0)
+    assert b.total == (1.0, 1e-5)
+    assert "PrivacyBudget(epsilon=1.0" in repr(b)
+
+
+def test_budget_decimal_spends_fit_exactly():
+    b = PrivacyBudget(1.0)
+    for _ in range(10):
+        b.spend(0.1)
+    with pytest.raises(BudgetExceededError):
+        b.spend(1e-9)
+    assert b.spent.epsilon == 1.0
+
+
+def test_budget_is_thread_safe():
+    b = PrivacyBudget(1.0)
+    refused = []
+
+    def worker():
+        for _ in range(100):
+            try:
+                b.spend(0.001)
+            except BudgetExceededError:
+                refused.append(1)
+
+    threads = [threading.Thread(target=worker) for _ in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(b.ledger) == 1000 and len(refused) == 1000
+
+
+@pytest.mark.parametrize("bad", [-0.1, float("nan"), float("inf"), "1", None, True])
+def test_budget_refuses_nonsense_spends(bad):
+    b = PrivacyBudget(1.0, 1e-5)
+    with pytest.raises(ValueError, match="epsilon"):
+        b.spend(bad)
+    if bad is not True and bad != "1":
+        with pytest.raises(ValueError, match="delta"):
+            b.spend(0.1, bad)
+    assert b.ledger == () and b.spent == (0.0, 0.0)
+
+
+def test_budget_constructor_checks():
+    with pytest.raises(ValueError, match="PrivacyBudget: epsilon must be finite and >= 0, got -1"):
+        PrivacyBudget(-1)
+    with pytest.raises(ValueError, match=r"delta must be in \[0, 1\], got 2"):
+        PrivacyBudget(1.0, 2)
+    with pytest.raises(ValueError, match="delta"):
+        PrivacyBudget(1.0, -1e-9)
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: basic_composition([]), "must not be empty"),
+        (lambda: basic_composition([0.1, -0.1]), r"epsilons\[1\] must be finite and >= 0"),
+        (lambda: basic_composition([0.1], [0.1, 0.2]), "length"),
+        (lambda: basic_composition([0.1], [1.5]), r"deltas\[0\] must be in \[0, 1\]"),
+        (lambda: basic_composition(0.1), "sequence"),
+        (lambda: advanced_composition(float("nan"), 0, 10, 1e-6), "epsilon must be finite"),
+        (lambda: advanced_composition(0.1, 0, 0, 1e-6), "k must be an int >= 1, got 0"),
+        (lambda: advanced_composition(0.1, 0, 2.5, 1e-6), "k must be an int"),
+        (lambda: advanced_composition(0.1, 0, 10, 0.0), r"delta_prime must be in \(0, 1\)"),
+        (lambda: advanced_composition(0.1, 0, 10, 1.0), "delta_prime"),
+        (lambda: group_privacy(0.1, 0.0, 0), "group_size must be an int >= 1"),
+        (lambda: group_privacy(float("inf"), 0.0, 2), "epsilon must be finite"),
+        (lambda: per_mechanism_epsilon(0.0, 1e-6, 10), "total_epsilon must be > 0"),
+        (lambda: per_mechanism_epsilon(1.0, 1.0, 10), r"total_delta must be in \[0, 1\)"),
+        (lambda: per_mechanism_epsilon(1.0, 1e-6, 10, delta=1e-6), "exceeds total_delta"),
+    ],
+)
+def test_bad_input_names_parameter_and_value(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+# ----------------------------------------------------------------------------- dp_accounting
+
+
+def test_against_dp_accounting_pld_and_optimal_composition():
+    dpa = pytest.importorskip("dp_accounting")
+    from dp_accounting.pld import accountant as pld_accountant
+    from dp_accounting.pld import common, privacy_loss_distribution
+
+    # basic composition of pure-DP mechanisms is tight at delta = 0: the PLD agrees
+    eps = [0.3, 0.5, 0.2]
+    pld = privacy_loss_distribution.from_privacy_parameters(
+        common.DifferentialPrivacyParameters(0.3)
+    )
+    for e in eps[1:]:
+        pld = pld.compose(
+            privacy_loss_distribution.from_privacy_parameters(
+                common.DifferentialPrivacyParameters(e)
+            )
+        )
+    assert pld.get_epsilon_for_delta(0.0) == pytest.approx(basic_composition(eps).epsilon, abs=1e-3)
+
+    # the optimal composition (Kairouz, Oh & Viswanath) never exceeds ours, and is
+    # within a modest factor of it for many small mechanisms
+    for e, k, dp in [(0.1, 100, 1e-6), (0.05, 200, 1e-5), (0.5, 20, 1e-3)]:
+        ours = advanced_composition(e, 0.0, k, dp).epsilon
+        kov = pld_accountant.advanced_composition(
+            common.DifferentialPrivacyParameters(e, 0.0), k, dp
+        )
+        assert kov <= ours + 1e-9, (e, k, dp, kov, ours)
+        assert ours < 2 * kov
+        # and our per-mechanism epsilon is no larger than the optimal one
+        mine = per_mechanism_epsilon(ours, dp, k).epsilon
+        best = pld_accountant.get_smallest_epsilon_from_advanced_composition(
+            common.DifferentialPrivacyParameters(ours, dp), k
+        )
+        assert e * (1 - 1e-9) <= mine <= best * (1 + 1e-6)
+    assert dpa is not None
+
+
+def test_dp_event_bridge_matches_dp_accounting_accountants():
+    dpa = pytest.importorskip("dp_accounting")
+    from dp_accounting import pld, rdp
+
+    rel = dpa.NeighboringRelation
+    # Laplace: one release costs exactly epsilon (pure DP); count composes
+    acc = pld.PLDAccountant(rel.ADD_OR_REMOVE_ONE, value_discretization_interval=1e-4)
+    acc.compose(accounting.dp_event(jaxdp.laplace, epsilon=0.7, count=3))
+    assert acc.get_epsilon(1e-12) == pytest.approx(2.1, abs=1e-3)  # delta 0: truncated tail
+    # k-ary randomized response (replace-one) at delta = 0 costs epsilon
+    acc = pld.PLDAccountant(rel.REPLACE_ONE, value_discretization_interval=1e-4)
+    acc.compose(accounting.dp_event(jaxdp.randomized_response, epsilon=1.2, num_categories=4))
+    assert acc.get_epsilon(0.0) == pytest.approx(1.2, abs=1e-2)
+    # the analytic Gaussian is tight: the PLD accountant recovers epsilon at delta
+    acc = pld.PLDAccountant(rel.ADD_OR_REMOVE_ONE, value_discretization_interval=1e-4)
+    acc.compose(accounting.dp_event(jaxdp.gaussian, epsilon=1.0, delta=1e-5))
+    assert acc.get_epsilon(1e-5) == pytest.approx(1.0, abs=1e-2)
+    # exponential mechanism: rho = eps^2 / 8 zCDP; many compositions via RDP beat
+    # both basic and advanced composition
+    ev = accounting.dp_event(jaxdp.exponential, epsilon=0.1, count=1000)
+    assert ev.event == dpa.ZCDpEvent(rho=0.1**2 / 8) and ev.count == 1000
+    acc = rdp.RdpAccountant()
+    acc.compose(ev)
+    zcdp = acc.get_epsilon(1e-6)
+    rho = 1000 * 0.1**2 / 8
+    assert zcdp <= rho + 2 * math.sqrt(rho * math.log(1e6)) + 1e-9  # Bun & Steinke Prop 1.3
+    assert zcdp < advanced_composition(0.1, 0.0, 1000, 1e-6).epsilon < 0.1 * 1000
+    # pure-DP selection mechanisms: rho = eps^2 / 2
+    assert accounting.dp_event(jaxdp.permute_and_flip, epsilon=1.0) == dpa.ZCDpEvent(rho=0.5)
+    assert accounting.dp_event(
+        jaxdp.report_noisy_max, epsilon=1.0, noise="gumbel"
+    ) == dpa.ZCDpEvent(rho=0.125)
+    assert accounting.dp_event("top_k", epsilon=1.0, k=4) == dpa.ZCDpEvent(rho=1 / 32)
+    assert accounting.dp_event(jaxdp.private_mode, epsilon=2.0) == dpa.ZCDpEvent(rho=0.5)
+
+
+def test_dp_event_bad_input():
+    with pytest.raises(ValueError, match="mechanism must be one of"):
+        accounting.dp_event(print, epsilon=1.0)
+    with pytest.raises(ValueError, match="epsilon must be > 0"):
+        accounting.dp_event(jaxdp.exponential, epsilon=0.0)
+    with pytest.raises(ValueError, match="delta applies to gaussian only"):
+        accounting.dp_event(jaxdp.exponential, epsilon=1.0, delta=1e-5)
+    with pytest.raises(ValueError, match="count must be an int >= 1"):
+        accounting.dp_event(jaxdp.exponential, epsilon=1.0, count=0)
+    pytest.importorskip("dp_accounting")
+    with pytest.raises(ValueError, match="gaussian needs delta"):
+        accounting.dp_event(jaxdp.gaussian, epsilon=1.0)
+    with pytest.raises(ValueError, match="top_k needs k"):
+        accounting.dp_event(jaxdp.top_k, epsilon=1.0)
+    with pytest.raises(ValueError, match="num_categories"):
+        accounting.dp_event(jaxdp.randomized_response, epsilon=1.0)
+    with pytest.raises(ValueError, match="noise must be one of"):
+        accounting.dp_event(jaxdp.report_noisy_max, epsilon=1.0, noise="cauchy")
+
+
+def test_dp_event_without_dp_accounting(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "dp_accounting", None)
+    with pytest.raises(ImportError, match=r"jaxdp\[accounting\]"):
+        accounting.dp_event(jaxdp.exponential, epsilon=1.0)

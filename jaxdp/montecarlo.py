@@ -93,14 +93,19 @@ class Summary(NamedTuple):
 
 
 class _BatchStats(NamedTuple):
-    """Per-batch, replicated reduction of one metric leaf (device side)."""
+    """Per-batch reduction of one metric leaf, sharded over devices (no collectives).
+
+    Block arrays concatenate the devices' blocks in device order, which is global
+    trial order; the per-device arrays have a leading axis of one row per device.
+    """
 
     block_sum: Array  # [num_blocks, *shape] pairwise sums of each block
     block_mean: Array  # [num_blocks, *shape] block_sum / block_count (0 if empty)
     block_sq: Array  # [num_blocks, *shape] sum of (x - block_mean)^2
-    min: Array  # [*shape]
-    max: Array  # [*shape]
-    hist: Array | None  # [*shape, num_bins] int32
+    min: Array  # [devices, *shape]
+    max: Array  # [devices, *shape]
+    nan: Array  # [devices, *shape] bool: a valid trial gave NaN
+    hist: Array | None  # [devices, *shape, num_bins] int32
 
 
 class _Config(NamedTuple):
@@ -211,7 +216,7 @@ def _histogram(x: Array, mask: Array, edges: tuple[float, ...]) -> Array:
 
 
 def _reduce_leaf(x: Array, mask: Array, edges: tuple[float, ...] | None) -> _BatchStats:
-    """Per-device reduction of one metric leaf ``x`` ``[T, *shape]``, then collectives."""
+    """Per-device reduction of one metric leaf ``x`` ``[T, *shape]``."""
     num_trials, shape = x.shape[0], x.shape[1:]
     nb = num_trials // BLOCK_SIZE
     bmask = mask.reshape((nb, BLOCK_SIZE) + (1,) * len(shape))
@@ -226,20 +231,19 @@ def _reduce_leaf(x: Array, mask: Array, edges: tuple[float, ...] | None) -> _Bat
     inf = jnp.asarray(jnp.inf, x.dtype)
     vmask = mask.reshape((num_trials,) + (1,) * len(shape))
     # XLA's min/max reductions need not propagate NaN: flag NaN explicitly
-    has_nan = jax.lax.pmax(jnp.any(vmask & jnp.isnan(x), axis=0).astype(jnp.int32), _AXIS) > 0
-    nan = jnp.asarray(jnp.nan, x.dtype)
-    vmin = jax.lax.pmin(jnp.min(jnp.where(vmask, x, inf), axis=0), _AXIS)
-    vmax = jax.lax.pmax(jnp.max(jnp.where(vmask, x, -inf), axis=0), _AXIS)
-    vmin = jnp.where(has_nan, nan, vmin)
-    vmax = jnp.where(has_nan, nan, vmax)
-    hist = None if edges is None else jax.lax.psum(_histogram(x, mask, edges), _AXIS)
-    gather = functools.partial(jax.lax.all_gather, axis_name=_AXIS, tiled=True)
+    has_nan = jnp.any(vmask & jnp.isnan(x), axis=0)
+    vmin = jnp.min(jnp.where(vmask, x, inf), axis=0)
+    vmax = jnp.max(jnp.where(vmask, x, -inf), axis=0)
+    hist = None if edges is None else _histogram(x, mask, edges)[None]
+    # no collectives: every device returns its share and the host combines them
+    # (collectives cost a rendezvous per batch, which dominates cheap trials on CPU)
     return _BatchStats(
-        block_sum=gather(block_sum),
-        block_mean=gather(block_mean),
-        block_sq=gather(block_sq),
-        min=vmin,
-        max=vmax,
+        block_sum=block_sum,
+        block_mean=block_mean,
+        block_sq=block_sq,
+        min=vmin[None],
+        max=vmax[None],
+        nan=has_nan[None],
         hist=hist,
     )
 
@@ -288,10 +292,7 @@ def _compiled_step(trial: Callable, config: _Config) -> Callable:
         per_device_step,
         mesh=mesh,
         in_specs=(P(), P(), P(), P(), P()),
-        out_specs=P(),
-        # all_gather / psum / pmin / pmax make every output identical on all
-        # devices; the varying-manual-axes check cannot see through all_gather.
-        check_vma=False,
+        out_specs=P(_AXIS),
     )
     return jax.jit(sharded)
 
@@ -319,7 +320,7 @@ class _Accumulator:
 
     def add(self, stats: _BatchStats, counts: np.ndarray) -> None:
         used = counts > 0
-        extra = (1,) * (np.ndim(stats.min))
+        extra = (1,) * (np.ndim(stats.min) - 1)  # min is [devices, *shape]
         n = counts[used].astype(np.float64).reshape((-1,) + extra)
         s1 = np.asarray(stats.block_sum, np.float64)[used]
         mu = np.asarray(stats.block_mean, np.float64)[used]
@@ -335,11 +336,14 @@ class _Accumulator:
         sq = q + 2.0 * d * (s1 - n * mu) + n * d * d
         self.total = np.add.accumulate(np.concatenate([self.total[None], s1]), axis=0)[-1]
         self.total_sq = np.add.accumulate(np.concatenate([self.total_sq[None], sq]), axis=0)[-1]
-        # np.minimum / np.maximum propagate NaN, as jnp.min / jnp.max do
-        self.vmin = np.minimum(self.vmin, np.asarray(stats.min, np.float64))
-        self.vmax = np.maximum(self.vmax, np.asarray(stats.max, np.float64))
+        nan = np.any(np.asarray(stats.nan), axis=0)
+        vmin = np.where(nan, np.nan, np.min(np.asarray(stats.min, np.float64), axis=0))
+        vmax = np.where(nan, np.nan, np.max(np.asarray(stats.max, np.float64), axis=0))
+        # np.minimum / np.maximum propagate NaN
+        self.vmin = np.minimum(self.vmin, vmin)
+        self.vmax = np.maximum(self.vmax, vmax)
         if stats.hist is not None:
-            h = np.asarray(stats.hist, np.int64)
+            h = np.sum(np.asarray(stats.hist, np.int64), axis=0)
             self.hist = h if self.hist is None else self.hist + h
 
     def summary(self, count: int, z: float, level: float, edges) -> Summary:
@@ -421,6 +425,15 @@ def _progress_bar(progress: bool | None, total: int):
     if progress is None and not (hasattr(sys.stderr, "isatty") and sys.stderr.isatty()):
         return None
     return tqdm(total=total, unit="trial", unit_scale=True, desc="jaxdp.montecarlo")
+
+
+def _to_host(tree: Any) -> Any:
+    """Device results (sharded over the mesh) as NumPy arrays on every process."""
+    if jax.process_count() == 1:
+        return jax.device_get(tree)
+    from jax.experimental import multihost_utils
+
+    return multihost_utils.process_allgather(tree, tiled=True)
 
 
 def _replicated(mesh: Mesh, value: Any) -> Any:
@@ -581,7 +594,9 @@ def run(
 
     def absorb(out, n_valid):
         nonlocal accs, treedef
-        leaves, tdef = jax.tree_util.tree_flatten(out, is_leaf=lambda x: isinstance(x, _BatchStats))
+        leaves, tdef = jax.tree_util.tree_flatten(
+            _to_host(out), is_leaf=lambda x: isinstance(x, _BatchStats)
+        )
         if accs is None:
             accs = [_Accumulator() for _ in leaves]
             treedef = tdef

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import pickle
 import subprocess
@@ -265,8 +266,13 @@ def test_vector_metric_and_nan_propagation():
 
 
 def test_progress_bar_and_missing_tqdm(monkeypatch, capsys):
-    montecarlo.run(uniform_trial, KEY, 1000, progress=True)
-    assert "trial" in capsys.readouterr().err
+    try:
+        import tqdm  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        montecarlo.run(uniform_trial, KEY, 1000, progress=True)
+        assert "trial" in capsys.readouterr().err
     monkeypatch.setitem(sys.modules, "tqdm", None)
     monkeypatch.setitem(sys.modules, "tqdm.auto", None)
     with pytest.warns(RuntimeWarning, match="tqdm is not installed"):
@@ -354,3 +360,17 @@ def test_eight_devices_equal_one_device(tmp_path):
     single = montecarlo.run(em_trial, KEY, 30_001, 0.5, devices=jax.devices()[:1], **EM)
     assert_same(sharded["8"], single)
     assert_same(sharded["3"], single)
+
+
+# ----------------------------------------------------------------------------- studies
+
+
+def test_studies_quick_run_writes_json_and_plot(tmp_path):
+    pytest.importorskip("matplotlib")
+    from benchmarks import studies
+
+    assert studies.main(["most-common", "--scale", "0.002", "--out", str(tmp_path)]) == 0
+    data = json.loads((tmp_path / "most_common.json").read_text())
+    assert (tmp_path / "most_common.png").stat().st_size > 0
+    assert data["trials"] == 2 * 2000 and data["machine"]["backend"] == "cpu"
+    assert data["conclusion"]["min_chi_square_pvalue"] > 1e-4

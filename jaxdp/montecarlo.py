@@ -161,7 +161,8 @@ def trial_key(key: PRNGKey, index: int) -> PRNGKey:
     if index >= 1 << 64:
         raise ValueError(f"{fn}: index must be < 2**64, got {index}")
     hi, lo = np.uint32(index >> 32), np.uint32(index & 0xFFFFFFFF)
-    return jax.random.fold_in(jax.random.fold_in(key, hi), lo)
+    # clone: deriving many trial keys from one study key is intended reuse
+    return jax.random.fold_in(jax.random.fold_in(jax.random.clone(key), hi), lo)
 
 
 def _keys_for(key: PRNGKey, hi: Array, lo: Array, offsets: Array) -> Array:
@@ -476,7 +477,8 @@ def run(
     How it runs. ``jax.vmap(trial)`` runs over a batch of trials inside
     :func:`jax.shard_map` on a one-axis mesh over ``devices``: each device takes
     a contiguous slice of the batch, derives its trials' keys from their global
-    indices, and reduces its metrics. The step is jitted once per call (the last,
+    indices, and reduces its metrics to block sums, min, max and counts, which the
+    host combines (no collectives). The step is jitted once per call (the last,
     partial batch reuses it with the padding masked out of every reduction) and
     cached, so a second call with the same ``trial`` and sizes does not retrace.
     Batches are dispatched one ahead of the host reduction, so devices stay busy.
@@ -618,7 +620,9 @@ def run(
                 np.uint32(start & 0xFFFFFFFF),
                 np.int32(n_valid),
             )
-            out = step(key_arg, *_replicated(mesh, args), params)
+            # the study key feeds every batch: clone marks that reuse as intended for
+            # jax.debug_key_reuse (each trial's key is still distinct: fold_in of its index)
+            out = step(jax.random.clone(key_arg), *_replicated(mesh, args), params)
             if pending is not None:
                 absorb(*pending)
             pending = (out, n_valid)

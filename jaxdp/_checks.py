@@ -235,36 +235,33 @@ def choice(value: Any, options: Sequence[str], fn: str, name: str) -> str:
 # ----------------------------------------------------------------------------- privacy
 
 
-def positive(fn: str, **params: Any) -> None:
-    """Raises for a concrete parameter that is not finite and > 0 (elementwise)."""
+def _concrete_params(fn: str, ok, must: str, params: dict[str, Any]) -> None:
+    """Raises for a concrete parameter whose elements fail ``ok``; tracers pass."""
     for name, value in params.items():
         if value is None:
             raise ValueError(f"{fn}: {name} is required, got None")
         if not is_concrete(value):
             continue
+        if isinstance(value, (str, bytes)):
+            raise ValueError(f"{fn}: {name} must be a real number, got {value!r}")
         try:
             arr = np.asarray(value, dtype=np.float64)
         except (TypeError, ValueError) as err:
             raise ValueError(f"{fn}: {name} must be a real number, got {value!r}") from err
         if arr.size == 0:
             raise ValueError(f"{fn}: {name} must not be empty, got {_fmt(arr)}")
-        if not np.all(np.isfinite(arr) & (arr > 0)):
-            raise ValueError(f"{fn}: {name} must be finite and > 0, got {_fmt(value)}")
+        if not np.all(np.isfinite(arr) & ok(arr)):
+            raise ValueError(f"{fn}: {name} must be {must}, got {_fmt(value)}")
+
+
+def positive(fn: str, **params: Any) -> None:
+    """Raises for a concrete parameter that is not finite and > 0 (elementwise)."""
+    _concrete_params(fn, lambda a: a > 0, "finite and > 0", params)
 
 
 def unit_interval_open(fn: str, **params: Any) -> None:
     """Raises for a concrete parameter outside the open interval (0, 1)."""
-    for name, value in params.items():
-        if value is None:
-            raise ValueError(f"{fn}: {name} is required, got None")
-        if not is_concrete(value):
-            continue
-        try:
-            arr = np.asarray(value, dtype=np.float64)
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"{fn}: {name} must be a real number, got {value!r}") from err
-        if arr.size == 0 or not np.all(np.isfinite(arr) & (arr > 0) & (arr < 1)):
-            raise ValueError(f"{fn}: {name} must be in the open interval (0, 1), got {_fmt(value)}")
+    _concrete_params(fn, lambda a: (a > 0) & (a < 1), "in the open interval (0, 1)", params)
 
 
 def positive_ok(x: Array) -> Array:

@@ -125,7 +125,7 @@ def _exponential_impl(key, scores, epsilon, sensitivity, *, monotonic, shape, me
     if method == "gumbel":
         idx = _kernels.noisy_argmax(key, logits, shape, "gumbel")
     else:
-        idx = _kernels.inverse_cdf(key, logits, shape)
+        idx = _kernels.inverse_cdf(key, logits, shape, scores, scale)
     return jnp.where(jnp.broadcast_to(valid, shape), idx, -1)
 
 

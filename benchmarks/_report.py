@@ -153,6 +153,8 @@ def markdown(payload: dict) -> str:
         f"Machine: {m['cpu_model']} ({m.get('cpu_family_model') or ''}), {m['cores']} cores, "
         f"{(m['memory_bytes'] or 0) / 2**30:.0f} GiB; GPU: {', '.join(m['gpus']) or 'none'}; "
         f"jax {m['jax']}, jaxlib {m['jaxlib']}, numpy {m['numpy']}; commit {m['commit']}.",
+        f"Load average (1/5/15 min) at start {m.get('load_average_start')}, at end "
+        f"{m.get('load_average_end')}: other processes shared these cores.",
         "",
         "Measured limits (best of repeats, same run):",
         "",

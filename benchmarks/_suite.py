@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import math
+import os
 import re
 import sys
 import time
@@ -682,6 +683,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     mode_name = "smoke" if args.smoke else "quick" if args.quick else "full"
     NOTES.clear()
     started = time.perf_counter()
+    load_start = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     backends = _backends(args.backend)
     info = _machine.machine_info()
     primary = backends[0][0]
@@ -710,6 +712,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             entry = run_case(case, device, backend, rates[backend])
             results.append(entry)
             _report.progress(entry, time.perf_counter() - t0)
+    info["load_average_start"] = load_start
+    info["load_average_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     payload = {
         "suite": "python -m benchmarks",
         "mode": mode_name,

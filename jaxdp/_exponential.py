@@ -123,7 +123,7 @@ def _exponential_impl(key, scores, epsilon, sensitivity, *, monotonic, shape, me
         num_lead, tail = _kernels.split_shape(shape, logits.shape[:-1])
         method = _kernels.choose_method(num_lead, logits.shape[-1], max(1, len(tail)))
     if method == "gumbel":
-        idx = _kernels.noisy_argmax(key, logits, shape, "gumbel")
+        idx = _kernels.noisy_argmax(key, logits, shape, "gumbel", scores=scores, scale=scale)
     else:
         idx = _kernels.inverse_cdf(key, logits, shape, scores, scale)
     return jnp.where(jnp.broadcast_to(valid, shape), idx, -1)

@@ -283,6 +283,18 @@ def _first_argmax(z: Array) -> tuple[Array, Array]:
     return best, jnp.minimum(arg, n - 1)
 
 
+def _even_chunks(total: int, most: int) -> tuple[int, int]:
+    """(items per chunk, chunks) covering ``total`` items, at most ``most`` per
+    chunk; a divisor of ``total`` when one is at least half of ``most`` (no
+    padding, so the stacked result needs no trimming copy)."""
+    most = max(1, min(most, total))
+    for per in range(most, max(1, most // 2) - 1, -1):
+        if total % per == 0:
+            return per, total // per
+    chunks = -(-total // most)
+    return -(-total // chunks), chunks
+
+
 def _map_steps(body: Callable[[PRNGKey, Array], Array], key: PRNGKey, num_steps: int) -> Array:
     """``stack([body(key_s, s) for s in range(num_steps)])`` as one ``lax.map``."""
     if num_steps == 1:
@@ -292,7 +304,13 @@ def _map_steps(body: Callable[[PRNGKey, Array], Array], key: PRNGKey, num_steps:
 
 
 def noisy_argmax(
-    key: PRNGKey, logits: Array, shape: tuple[int, ...], noise: str, k: int | None = None
+    key: PRNGKey,
+    logits: Array,
+    shape: tuple[int, ...],
+    noise: str,
+    k: int | None = None,
+    scores: Array | None = None,
+    scale: Array | None = None,
 ) -> Array:
     """argmax (or top-k) of ``logits + noise`` for draws of ``shape``.
 
@@ -304,6 +322,11 @@ def noisy_argmax(
     block with a running maximum (a running top-k for ``k``). Ties between
     equal noisy values go to the lowest index (probability 0 for continuous
     noise); ``-inf`` logits are never selected unless the whole row is ``-inf``.
+
+    When the logits are ``to_logits(scores, scale)`` and ``scores`` already has
+    the full batch shape, passing ``scores`` and ``scale`` lets each block of
+    rows recompute its logits from ``scores``, so the ``(B, n)`` logits are
+    never materialised (no temporary of the size of the input).
     """
     batch = logits.shape[:-1]
     n = logits.shape[-1]
@@ -324,27 +347,44 @@ def noisy_argmax(
 
     if num_rows * n <= CHUNK_ELEMENTS:
         # A step draws `per` i.i.d. draws for all rows at once.
-        per = max(1, min(num_lead, CHUNK_ELEMENTS // (num_rows * n)))
-        steps = -(-num_lead // per)
-        per = -(-num_lead // steps)
+        per, steps = _even_chunks(num_lead, CHUNK_ELEMENTS // (num_rows * n))
 
         def body(key: PRNGKey, step: Array) -> Array:
             z = rows[None] + sample_noise(key, (per, num_rows, n), dtype)
             return select(z)
 
         out = _map_steps(body, key, steps).reshape((steps * per, num_rows) + suffix)
-        return out[:num_lead].reshape(out_shape)
+        out = out if steps * per == num_lead else out[:num_lead]
+        return out.reshape(out_shape)
 
     if n <= CHUNK_ELEMENTS:
         # A step covers a block of `per` rows of one draw.
-        per = max(1, CHUNK_ELEMENTS // n)
-        blocks = -(-num_rows // per)
-        per = -(-num_rows // blocks)
-        padded = jnp.pad(rows, ((0, blocks * per - num_rows), (0, 0)))
+        most = max(1, CHUNK_ELEMENTS // n)
+        per = max(d for d in range(1, min(most, num_rows) + 1) if num_rows % d == 0)
+        if scores is not None and tuple(scores.shape) == tail + (n,) and 4 * per >= most:
+            # Recompute each block's logits from the scores (a view, no copy).
+            _, row_max, row_scale = _logit_params(scores, scale)
+            source = scores.reshape(num_rows, n)
+            shift, factor = row_max.reshape(num_rows, 1), row_scale.reshape(num_rows, 1)
+            blocks = num_rows // per
+
+            def block_logits(start: Array) -> Array:
+                part = jax.lax.dynamic_slice_in_dim(source, start, per, axis=0)
+                shift_b = jax.lax.dynamic_slice_in_dim(shift, start, per, axis=0)
+                factor_b = jax.lax.dynamic_slice_in_dim(factor, start, per, axis=0)
+                return (part - shift_b) * factor_b
+
+        else:
+            per = most
+            blocks = -(-num_rows // per)
+            per = -(-num_rows // blocks)
+            padded = jnp.pad(rows, ((0, blocks * per - num_rows), (0, 0)))
+
+            def block_logits(start: Array) -> Array:
+                return jax.lax.dynamic_slice_in_dim(padded, start, per, axis=0)
 
         def body(key: PRNGKey, step: Array) -> Array:
-            start = (step % blocks) * per
-            block = jax.lax.dynamic_slice_in_dim(padded, start, per, axis=0)
+            block = block_logits((step % blocks) * per)
             return select(block + sample_noise(key, (per, n), dtype))
 
         out = _map_steps(body, key, num_lead * blocks)
@@ -469,7 +509,7 @@ def _guided(
     key: PRNGKey,
     rows: Array,
     num_lead: int,
-    leaf_logits: Callable[[Array, Array], Array] | None = None,
+    leaf_logits: LeafReader | None = None,
 ) -> Array:
     """Inverse CDF with a guide table; ``(num_lead, B)`` draws for ``(B, n)`` logits.
 
@@ -545,11 +585,12 @@ def _guided(
         return _leaf_pick(k, rest, rows, leaf_logits, GUIDE_BLOCK)
 
     # A chunk's (draws x BLOCK) leaf temporaries stay cache-sized when by blocks.
-    per = max(1, min(num_lead, (CHUNK_DRAWS // 16 if by_blocks else CHUNK_DRAWS) // num_rows))
-    chunks = -(-num_lead // per)
-    per = -(-num_lead // chunks)
+    per, chunks = _even_chunks(
+        num_lead, max(1, (CHUNK_DRAWS // 16 if by_blocks else CHUNK_DRAWS) // num_rows)
+    )
     out = _map_steps(lambda k, _: draw(k, per), key, chunks)
-    return out.reshape((chunks * per, num_rows))[:num_lead]
+    out = out.reshape((chunks * per, num_rows))
+    return out if chunks * per == num_lead else out[:num_lead]
 
 
 def _block_sums(x: Array, width: int) -> Array:
@@ -600,7 +641,7 @@ def _blocked(
     key: PRNGKey,
     rows: Array,
     num_lead: int,
-    leaf_logits: Callable[[Array, Array], Array] | None = None,
+    leaf_logits: LeafReader | None = None,
 ) -> Array:
     """Multi-level inverse CDF for few draws per row; ``(num_lead, B)`` draws.
 
@@ -611,7 +652,7 @@ def _blocked(
     the top's running total) walks down: at each level it gathers the
     :data:`BLOCK` masses under the chosen entry and takes the first whose
     running sum exceeds what is left of ``v``. At the leaves it gathers the
-    logits of one block (``leaf_logits(row, column)``, or from ``rows``) and
+    logits of one block (from ``leaf_logits``, or from ``rows``) and
     does the same with their ``exp``. Only outcomes with a finite logit can be
     returned, however the masses round.
     """
@@ -644,31 +685,47 @@ def _blocked(
     return _leaf_pick(k, rest, rows, leaf_logits)
 
 
+#: ``leaf(rows, starts, width)``: logits ``(len(rows), width)`` of the windows
+#: ``[start, start + width)`` of the given rows.
+LeafReader = Callable[[Array, Array, int], Array]
+
+
 def _leaf_pick(
-    k: Array,
-    rest: Array,
-    rows: Array,
-    leaf_logits: Callable[[Array, Array], Array] | None,
-    width: int = BLOCK,
+    k: Array, rest: Array, rows: Array, leaf: LeafReader | None, width: int = BLOCK
 ) -> Array:
-    """The outcome inside block ``k`` (``(S, B)``) whose in-block running mass
-    first exceeds ``rest``; only outcomes with a finite logit can be returned.
-    The block's logits come from ``leaf_logits(row, column)`` or from ``rows``."""
+    """The outcome inside block ``k`` (``(S, B)``, blocks of ``width``) whose
+    in-block running mass first exceeds ``rest``; only outcomes with a finite
+    logit can be returned.
+
+    Each draw reads one contiguous window of ``width`` logits (one
+    ``dynamic_slice`` per draw rather than ``width`` gathers), from
+    ``leaf(...)`` or from ``rows``. The window is shifted left at the end of a
+    row; the lanes outside block ``k`` are masked out.
+    """
     num_rows, n = rows.shape
-    row_ids = jnp.arange(num_rows, dtype=jnp.int32)[None, :]
-    lane = jnp.arange(width, dtype=jnp.int32)[None, None, :]
-    col = k[..., None] * width + lane
-    inside = col < n
-    safe = jnp.minimum(col, n - 1)
-    rows3 = jnp.broadcast_to(row_ids[..., None], col.shape)
-    if leaf_logits is None:
-        logit = _take(rows.reshape(-1), rows3 * n + safe)
-    else:
-        logit = leaf_logits(rows3, safe)
+    w = min(width, n)
+    first = k * width
+    start = jnp.minimum(first, n - w)
+    flat_rows = jnp.broadcast_to(jnp.arange(num_rows, dtype=jnp.int32)[None, :], k.shape)
+    flat_rows, flat_start = flat_rows.reshape(-1), start.reshape(-1)
+    if leaf is None:
+        leaf = _window_reader(rows)
+    logit = leaf(flat_rows, flat_start, w).reshape(k.shape + (w,))
+    col = start[..., None] + jnp.arange(w, dtype=jnp.int32)[None, None, :]
+    inside = (col >= first[..., None]) & (col < first[..., None] + width)
     finite = inside & (logit > -jnp.inf)
     p = jnp.where(finite, jnp.exp(logit), jnp.zeros_like(logit))
     k_in, _, _ = _pick(p, rest, positive=finite)
-    return jnp.minimum(k * width + k_in, n - 1)
+    return jnp.minimum(start + k_in, n - 1)
+
+
+def _window_reader(rows: Array) -> LeafReader:
+    """Reads windows of ``rows`` ``(B, n)``."""
+
+    def read(r: Array, start: Array, w: int) -> Array:
+        return jax.vmap(lambda i, s: jax.lax.dynamic_slice(rows[i], (s,), (w,)))(r, start)
+
+    return read
 
 
 def inverse_cdf(
@@ -704,9 +761,12 @@ def inverse_cdf(
         row_max = jnp.broadcast_to(row_max, tail).reshape(-1)
         row_scale = jnp.broadcast_to(row_scale, tail).reshape(-1)
 
-        def leaf(r: Array, c: Array) -> Array:
-            flat = s_rows.reshape(-1)
-            return (_take(flat, r * n + c) - _take(row_max, r)) * _take(row_scale, r)
+        windows = _window_reader(s_rows)
+
+        def leaf(r: Array, start: Array, w: int) -> Array:
+            return (windows(r, start, w) - _take(row_max, r)[:, None]) * _take(row_scale, r)[
+                :, None
+            ]
 
     if num_lead * 16 <= max(n, 4 * BLOCK):
         idx = _blocked(key, rows, num_lead, leaf)

@@ -104,7 +104,7 @@ def _noisy_max_impl(key, scores, epsilon, sensitivity, *, monotonic, shape, nois
     # argmax(s + b Z) == argmax(s / b + Z): the logits are the scores over the scale.
     scale = _kernels.scale_factor(epsilon, sensitivity, monotonic, scores.dtype)
     logits = _kernels.to_logits(scores, scale)
-    idx = _kernels.noisy_argmax(key, logits, shape, noise)
+    idx = _kernels.noisy_argmax(key, logits, shape, noise, scores=scores, scale=scale)
     return jnp.where(jnp.broadcast_to(valid, shape), idx, -1)
 
 

@@ -99,5 +99,5 @@ def _top_k_impl(key, scores, epsilon, sensitivity, *, k, monotonic, shape):
     valid = _kernels.row_valid(scores, epsilon, sensitivity)
     scale = _kernels.scale_factor(epsilon / k, sensitivity, monotonic, scores.dtype)
     logits = _kernels.to_logits(scores, scale)
-    idx = _kernels.noisy_argmax(key, logits, shape, "gumbel", k=k)
+    idx = _kernels.noisy_argmax(key, logits, shape, "gumbel", k=k, scores=scores, scale=scale)
     return jnp.where(jnp.broadcast_to(valid, shape)[..., None], idx, -1)

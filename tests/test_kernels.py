@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from laws import assert_matches_law, exponential_law
+from laws import assert_matches_law, exponential_law, laplace_noisy_max_law
 
 import jaxdp
 from jaxdp import _kernels, _random
@@ -158,3 +158,24 @@ def test_guided_by_blocks_law(monkeypatch):
     logits = jnp.asarray(np.where(np.isfinite(scores), scores - np.nanmax(scores), -np.inf))
     d = jax.jit(lambda k, x: _kernels.inverse_cdf(k, x, (50_000,)))(jax.random.key(3), logits)
     assert np.all(np.isfinite(scores[np.asarray(d)]))
+
+
+def test_noisy_argmax_blocks_of_rows_from_scores(monkeypatch):
+    """Rows longer than nothing but too many for one chunk: blocks of rows whose
+    logits are recomputed from the scores (no (B, n) copy), one draw each."""
+    monkeypatch.setattr(_kernels, "CHUNK_ELEMENTS", 600)
+    row = np.array([0.0, 1.0, -3.0, 0.5, 2.0, -1.0, 0.0, 1.5, 0.25, -0.5])
+    scores = np.tile(row, (3000, 1))
+    draws = jaxdp.report_noisy_max(
+        jax.random.key(6), scores, epsilon=1.5, sensitivity=1.0, noise="laplace", shape=(100, 3000)
+    )
+    assert draws.shape == (100, 3000)
+    assert_matches_law(draws, laplace_noisy_max_law(row, 1.5, 1.0))
+    with pytest.raises(AssertionError):
+        assert_matches_law(draws, laplace_noisy_max_law(row, 1.2, 1.0))
+    fn = jax.jit(
+        lambda k, s: jaxdp.report_noisy_max(k, s, epsilon=1.0, sensitivity=1.0, noise="laplace")
+    )
+    wide = jnp.tile(jnp.linspace(0.0, 1.0, 200, dtype=jnp.float32), (3000, 1))
+    stats = fn.lower(jax.random.key(0), wide).compile().memory_analysis()
+    assert stats.temp_size_in_bytes < wide.size * 4 // 8  # no copy of the logits

@@ -60,20 +60,25 @@ def test_gaussian_law(eps, delta, sens):
 
 
 def test_gaussian_traced_sigma_matches_concrete():
-    f = jax.jit(
-        functools.partial(jaxdp.gaussian, jax.random.key(2), jnp.zeros(4), sensitivity=1.0)
-    )
+    f = jax.jit(functools.partial(jaxdp.gaussian, jax.random.key(2), jnp.zeros(4), sensitivity=1.0))
     traced = f(epsilon=1.0, delta=1e-5)
-    concrete = jaxdp.gaussian(jax.random.key(2), jnp.zeros(4), epsilon=1.0, delta=1e-5,
-                              sensitivity=1.0)
+    concrete = jaxdp.gaussian(
+        jax.random.key(2), jnp.zeros(4), epsilon=1.0, delta=1e-5, sensitivity=1.0
+    )
     np.testing.assert_allclose(traced, concrete, rtol=1e-4)
 
 
 def test_gaussian_vmap_over_epsilon():
     eps = jnp.array([0.5, 1.0, 2.0])
     out = jax.vmap(
-        lambda e: jaxdp.gaussian(jax.random.key(3), jnp.zeros(()), epsilon=e, delta=1e-5,
-                                 sensitivity=1.0, shape=(50_000,))
+        lambda e: jaxdp.gaussian(
+            jax.random.key(3),
+            jnp.zeros(()),
+            epsilon=e,
+            delta=1e-5,
+            sensitivity=1.0,
+            shape=(50_000,),
+        )
     )(eps)
     for i, e in enumerate([0.5, 1.0, 2.0]):
         sigma = analytic_gaussian_sigma(e, 1e-5, 1.0)

@@ -10,9 +10,20 @@ import pytest
 import jaxdp
 
 DESIGN_NAMES = {
-    "exponential", "exponential_log_probs", "report_noisy_max", "permute_and_flip", "top_k",
-    "exponential_streaming", "exponential_piecewise", "private_price", "private_quantile",
-    "laplace", "gaussian", "randomized_response", "private_mode", "select_hypothesis",
+    "exponential",
+    "exponential_log_probs",
+    "report_noisy_max",
+    "permute_and_flip",
+    "top_k",
+    "exponential_streaming",
+    "exponential_piecewise",
+    "private_price",
+    "private_quantile",
+    "laplace",
+    "gaussian",
+    "randomized_response",
+    "private_mode",
+    "select_hypothesis",
 }
 MODULES = ["accounting", "utility", "montecarlo"]
 
@@ -58,8 +69,19 @@ def test_privacy_parameters_are_keyword_only_without_defaults(name):
 
 @pytest.mark.parametrize(
     "module",
-    ["_exponential", "_noisy_max", "_top_k", "_additive", "_categorical", "_learning",
-     "_streaming", "_continuous", "accounting", "utility", "montecarlo"],
+    [
+        "_exponential",
+        "_noisy_max",
+        "_top_k",
+        "_additive",
+        "_categorical",
+        "_learning",
+        "_streaming",
+        "_continuous",
+        "accounting",
+        "utility",
+        "montecarlo",
+    ],
 )
 def test_docstring_examples_run(module):
     mod = importlib.import_module(f"jaxdp.{module}")

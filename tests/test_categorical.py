@@ -24,18 +24,21 @@ def test_randomized_response_law(k, eps):
 
 def test_randomized_response_extreme_epsilon():
     v = jnp.array([0, 1, 2])
-    out = jaxdp.randomized_response(jax.random.key(1), v, epsilon=1e6, num_categories=3,
-                                    shape=(1000, 3))
+    out = jaxdp.randomized_response(
+        jax.random.key(1), v, epsilon=1e6, num_categories=3, shape=(1000, 3)
+    )
     np.testing.assert_array_equal(out, np.broadcast_to(v, (1000, 3)))
-    out = jaxdp.randomized_response(jax.random.key(1), v, epsilon=1e-6, num_categories=3,
-                                    shape=(300_000, 3))
+    out = jaxdp.randomized_response(
+        jax.random.key(1), v, epsilon=1e-6, num_categories=3, shape=(300_000, 3)
+    )
     assert_matches_law(out[:, 0], np.full(3, 1 / 3))
 
 
 def test_private_mode_law():
     values = np.repeat(np.arange(4), [30, 32, 5, 31])
-    out = jaxdp.private_mode(jax.random.key(2), values, epsilon=0.2, num_categories=5,
-                             shape=(10**6,))
+    out = jaxdp.private_mode(
+        jax.random.key(2), values, epsilon=0.2, num_categories=5, shape=(10**6,)
+    )
     counts = np.bincount(values, minlength=5)
     assert_matches_law(out, exponential_law(counts, 0.2, 1.0, monotonic=True))
     with pytest.raises(AssertionError):  # the non-monotonic factor would be caught

@@ -156,10 +156,14 @@ def test_privacy_log_ratio_bounded():
                 )
                 assert np.max(np.abs(lp - lq)) <= eps * (1 + 1e-12)
             mono = rng.uniform(0, delta, size=12)  # all up: a monotonic neighbour
-            lp = np.asarray(jaxdp.exponential_log_probs(s, epsilon=eps, sensitivity=delta,
-                                                        monotonic=True))
-            lq = np.asarray(jaxdp.exponential_log_probs(s + mono, epsilon=eps,
-                                                        sensitivity=delta, monotonic=True))
+            lp = np.asarray(
+                jaxdp.exponential_log_probs(s, epsilon=eps, sensitivity=delta, monotonic=True)
+            )
+            lq = np.asarray(
+                jaxdp.exponential_log_probs(
+                    s + mono, epsilon=eps, sensitivity=delta, monotonic=True
+                )
+            )
             assert np.max(np.abs(lp - lq)) <= eps * (1 + 1e-12)
         # The worst case is attained: the bound is tight, so the check can fail.
         s = np.zeros(1000)

@@ -15,8 +15,9 @@ def test_select_hypothesis_law():
     labels = rng.integers(0, 2, size=n)
     flip = rng.random((num_h, n)) < np.linspace(0.05, 0.5, num_h)[:, None]
     predictions = np.where(flip, 1 - labels, labels)
-    out = jaxdp.select_hypothesis(jax.random.key(0), predictions, labels, epsilon=0.3,
-                                  shape=(10**6,))
+    out = jaxdp.select_hypothesis(
+        jax.random.key(0), predictions, labels, epsilon=0.3, shape=(10**6,)
+    )
     errors = (predictions != labels).sum(-1)
     # score -errors/n with sensitivity 1/n, textbook factor eps / (2 Δ)
     assert_matches_law(out, exponential_law(-errors / n, 0.3, 1 / n))

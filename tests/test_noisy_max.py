@@ -20,8 +20,13 @@ EPS, DELTA = 1.1, 0.9
 @pytest.mark.parametrize("monotonic", [False, True])
 def test_laplace_law(monotonic):
     draws = jaxdp.report_noisy_max(
-        jax.random.key(0), SCORES, epsilon=EPS, sensitivity=DELTA, noise="laplace",
-        monotonic=monotonic, shape=(N_DRAWS,),
+        jax.random.key(0),
+        SCORES,
+        epsilon=EPS,
+        sensitivity=DELTA,
+        noise="laplace",
+        monotonic=monotonic,
+        shape=(N_DRAWS,),
     )
     assert_matches_law(draws, laplace_noisy_max_law(SCORES, EPS, DELTA, monotonic))
     with pytest.raises(AssertionError):  # the other scale (factor 2) is caught
@@ -33,8 +38,13 @@ def test_laplace_law(monotonic):
 @pytest.mark.parametrize("monotonic", [False, True])
 def test_gumbel_law_is_exponential(monotonic):
     draws = jaxdp.report_noisy_max(
-        jax.random.key(1), SCORES, epsilon=EPS, sensitivity=DELTA, noise="gumbel",
-        monotonic=monotonic, shape=(N_DRAWS,),
+        jax.random.key(1),
+        SCORES,
+        epsilon=EPS,
+        sensitivity=DELTA,
+        noise="gumbel",
+        monotonic=monotonic,
+        shape=(N_DRAWS,),
     )
     assert_matches_law(draws, exponential_law(SCORES, EPS, DELTA, monotonic))
     with pytest.raises(AssertionError):
@@ -44,8 +54,13 @@ def test_gumbel_law_is_exponential(monotonic):
 @pytest.mark.parametrize("monotonic", [False, True])
 def test_exponential_noise_law_is_permute_and_flip(monotonic):
     draws = jaxdp.report_noisy_max(
-        jax.random.key(2), SCORES, epsilon=EPS, sensitivity=DELTA, noise="exponential",
-        monotonic=monotonic, shape=(N_DRAWS,),
+        jax.random.key(2),
+        SCORES,
+        epsilon=EPS,
+        sensitivity=DELTA,
+        noise="exponential",
+        monotonic=monotonic,
+        shape=(N_DRAWS,),
     )
     assert_matches_law(draws, permute_and_flip_law(SCORES, EPS, DELTA, monotonic))
     with pytest.raises(AssertionError):
@@ -56,7 +71,11 @@ def test_exponential_noise_law_is_permute_and_flip(monotonic):
 def test_permute_and_flip_law(monotonic):
     """Against the law enumerated over all 720 permutations of 6 outcomes."""
     draws = jaxdp.permute_and_flip(
-        jax.random.key(3), SCORES, epsilon=EPS, sensitivity=DELTA, monotonic=monotonic,
+        jax.random.key(3),
+        SCORES,
+        epsilon=EPS,
+        sensitivity=DELTA,
+        monotonic=monotonic,
         shape=(N_DRAWS,),
     )
     assert_matches_law(draws, permute_and_flip_law(SCORES, EPS, DELTA, monotonic))
@@ -71,7 +90,10 @@ def test_permute_and_flip_batched_rows_and_neg_inf():
     scores = rng.normal(size=(2, 5)) * 3
     scores[0, 2] = -np.inf
     draws = jaxdp.permute_and_flip(
-        jax.random.key(4), scores, epsilon=np.array([[0.5], [2.0]])[:, 0], sensitivity=1.0,
+        jax.random.key(4),
+        scores,
+        epsilon=np.array([[0.5], [2.0]])[:, 0],
+        sensitivity=1.0,
         shape=(400_000, 2),
     )
     finite = np.isfinite(scores[0])

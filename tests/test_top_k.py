@@ -21,7 +21,12 @@ def _tuple_ids(draws, tuples, n):
 @pytest.mark.parametrize("monotonic", [False, True])
 def test_law_of_ordered_tuples(monotonic):
     draws = jaxdp.top_k(
-        jax.random.key(0), SCORES, K, epsilon=EPS, sensitivity=DELTA, monotonic=monotonic,
+        jax.random.key(0),
+        SCORES,
+        K,
+        epsilon=EPS,
+        sensitivity=DELTA,
+        monotonic=monotonic,
         shape=(10**6,),
     )
     assert draws.shape == (10**6, K) and draws.dtype == jnp.int32

@@ -19,14 +19,27 @@ LABELS = jnp.asarray(RNG.integers(0, 2, size=(3, 11)))
 
 # name -> (function, positional data, fixed kwargs, integer output?)
 REGISTRY = {
-    "exponential_gumbel": (jaxdp.exponential, (SCORES,), dict(sensitivity=1.0, method="gumbel"), True),
+    "exponential_gumbel": (
+        jaxdp.exponential,
+        (SCORES,),
+        dict(sensitivity=1.0, method="gumbel"),
+        True,
+    ),
     "exponential_inverse_cdf": (
-        jaxdp.exponential, (SCORES,), dict(sensitivity=1.0, method="inverse_cdf"), True),
+        jaxdp.exponential,
+        (SCORES,),
+        dict(sensitivity=1.0, method="inverse_cdf"),
+        True,
+    ),
     "exponential_auto": (jaxdp.exponential, (SCORES,), dict(sensitivity=1.0), True),
     "rnm_laplace": (jaxdp.report_noisy_max, (SCORES,), dict(sensitivity=1.0), True),
     "rnm_gumbel": (jaxdp.report_noisy_max, (SCORES,), dict(sensitivity=1.0, noise="gumbel"), True),
     "rnm_exponential": (
-        jaxdp.report_noisy_max, (SCORES,), dict(sensitivity=1.0, noise="exponential"), True),
+        jaxdp.report_noisy_max,
+        (SCORES,),
+        dict(sensitivity=1.0, noise="exponential"),
+        True,
+    ),
     "permute_and_flip": (jaxdp.permute_and_flip, (SCORES,), dict(sensitivity=1.0), True),
     "top_k": (jaxdp.top_k, (SCORES, 3), dict(sensitivity=1.0), True),
     "laplace": (jaxdp.laplace, (VALUES,), dict(sensitivity=1.0), False),
@@ -36,8 +49,14 @@ REGISTRY = {
     "select_hypothesis": (jaxdp.select_hypothesis, (PREDS, LABELS), {}, True),
 }
 SELECTION = [
-    "exponential_gumbel", "exponential_inverse_cdf", "exponential_auto", "rnm_laplace",
-    "rnm_gumbel", "rnm_exponential", "permute_and_flip", "top_k",
+    "exponential_gumbel",
+    "exponential_inverse_cdf",
+    "exponential_auto",
+    "rnm_laplace",
+    "rnm_gumbel",
+    "rnm_exponential",
+    "permute_and_flip",
+    "top_k",
 ]
 
 
@@ -184,8 +203,9 @@ def test_shape_matches_jax_categorical_rules():
         except ValueError:
             expected = None
         try:
-            got = jaxdp.exponential(jax.random.key(0), logits, epsilon=1.0, sensitivity=1.0,
-                                    shape=shape).shape
+            got = jaxdp.exponential(
+                jax.random.key(0), logits, epsilon=1.0, sensitivity=1.0, shape=shape
+            ).shape
         except ValueError:
             got = None
         assert got == expected, shape

@@ -28,11 +28,17 @@ ALL_EPS = {
     "laplace": (lambda **kw: jaxdp.laplace(KEY, V, **kw), dict(sensitivity=1.0)),
     "gaussian": (lambda **kw: jaxdp.gaussian(KEY, V, **kw), dict(sensitivity=1.0, delta=1e-5)),
     "randomized_response": (
-        lambda **kw: jaxdp.randomized_response(KEY, jnp.array([0, 1]), **kw), {}),
+        lambda **kw: jaxdp.randomized_response(KEY, jnp.array([0, 1]), **kw),
+        {},
+    ),
     "private_mode": (
-        lambda **kw: jaxdp.private_mode(KEY, jnp.array([0, 1, 1]), num_categories=2, **kw), {}),
+        lambda **kw: jaxdp.private_mode(KEY, jnp.array([0, 1, 1]), num_categories=2, **kw),
+        {},
+    ),
     "select_hypothesis": (
-        lambda **kw: jaxdp.select_hypothesis(KEY, jnp.ones((2, 3)), jnp.ones(3), **kw), {}),
+        lambda **kw: jaxdp.select_hypothesis(KEY, jnp.ones((2, 3)), jnp.ones(3), **kw),
+        {},
+    ),
 }
 BAD_POSITIVE = [0.0, -1.0, float("nan"), float("inf"), -float("inf"), np.array([1.0, 0.0])]
 
@@ -45,9 +51,7 @@ def test_bad_epsilon(name, bad):
         fn(epsilon=bad, **kw)
 
 
-@pytest.mark.parametrize(
-    "name", [n for n in ALL_EPS if "sensitivity" in ALL_EPS[n][1]]
-)
+@pytest.mark.parametrize("name", [n for n in ALL_EPS if "sensitivity" in ALL_EPS[n][1]])
 @pytest.mark.parametrize("bad", BAD_POSITIVE, ids=repr)
 def test_bad_sensitivity(name, bad):
     fn, kw = ALL_EPS[name]
@@ -183,8 +187,9 @@ def test_concrete_checks_still_run_inside_a_callers_jit():
 @pytest.mark.parametrize("name", list(SELECT))
 @pytest.mark.parametrize("bad", [-1.0, 0.0, float("nan"), float("inf")])
 def test_traced_bad_epsilon_returns_minus_one_and_checkify_reports(name, bad):
-    f = jax.jit(lambda e: SELECT[name](epsilon=e, sensitivity=1.0, shape=(4,)
-                                       if name != "top_k" else (4,)))
+    f = jax.jit(
+        lambda e: SELECT[name](epsilon=e, sensitivity=1.0, shape=(4,) if name != "top_k" else (4,))
+    )
     out = np.asarray(f(bad))
     assert np.all(out == -1)
     err, _ = checkify.checkify(f, errors=checkify.user_checks)(bad)

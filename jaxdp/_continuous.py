@@ -117,7 +117,7 @@ def _sample_rows(
     logits = jnp.where(jnp.isfinite(top), log_mass - top, log_mass)
     logits = jnp.where(has_mass[:, None], logits, jnp.zeros_like(logits))
     key_interval, key_point = jax.random.split(key)
-    j = _kernels.inverse_cdf(key_interval, logits, (num_lead, num_rows))
+    j, _ = _kernels.inverse_cdf(key_interval, logits, (num_lead, num_rows))
     j = jnp.clip(j, 0, a.shape[-1] - 1).T  # (R, num_lead)
 
     def pick(x: Array) -> Array:

@@ -115,7 +115,6 @@ def _exponential_impl(key, scores, epsilon, sensitivity, *, monotonic, shape, me
     fn = "exponential"
     _checks.debug_check_positive(fn, epsilon=epsilon, sensitivity=sensitivity)
     _checks.debug_check_scores(fn, scores)
-    valid = _kernels.row_valid(scores, epsilon, sensitivity)
     _checks.debug_check_selectable(fn, jnp.max(scores, axis=-1))
     scale = _kernels.scale_factor(epsilon, sensitivity, monotonic, scores.dtype)
     logits = _kernels.to_logits(scores, scale)
@@ -123,9 +122,13 @@ def _exponential_impl(key, scores, epsilon, sensitivity, *, monotonic, shape, me
         num_lead, tail = _kernels.split_shape(shape, logits.shape[:-1])
         method = _kernels.choose_method(num_lead, logits.shape[-1], max(1, len(tail)))
     if method == "gumbel":
+        valid = _kernels.row_valid(scores, epsilon, sensitivity)
         idx = _kernels.noisy_argmax(key, logits, shape, "gumbel", scores=scores, scale=scale)
     else:
-        idx = _kernels.inverse_cdf(key, logits, shape, scores, scale)
+        # The row check comes from the row totals: a separate row maximum
+        # would be a second pass over the scores.
+        idx, rows_ok = _kernels.inverse_cdf(key, logits, shape, scores, scale)
+        valid = rows_ok & _kernels.params_valid(rows_ok.shape, epsilon, sensitivity)
     return jnp.where(jnp.broadcast_to(valid, shape), idx, -1)
 
 

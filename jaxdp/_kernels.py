@@ -25,12 +25,17 @@ Two ways to draw ``argmax``-style selections:
     rows instead of log2(n). The answer is *bit for bit* the one of a plain
     ``searchsorted`` over the prefix sums.
   - *blocked* (few draws per row, e.g. one draw for each of many rows): masses
-    of blocks of :data:`BLOCK` outcomes (``exp`` fused into a strided
-    reduction: one read of the logits, no ``(B, n)`` temporary), then masses
-    of blocks of blocks, up to a top level of at most ``2 * BLOCK`` entries. A
-    draw walks down the levels, at each one accumulating the :data:`BLOCK`
-    masses under its current entry until the running sum passes what is left
-    of ``u * total``; at the bottom it reads the logits of one block only.
+    of blocks of :data:`BLOCK` (64 for rows of 512 and more) outcomes (the
+    row maximum, the ``exp`` and a strided reduction fused into one pass
+    over the scores: no ``(B, n)`` temporary), then masses of blocks of
+    blocks, up to a top level of at most two blocks' worth of entries. A draw
+    walks down the levels, at each one accumulating the masses under its
+    current entry until the running sum passes what is left of ``u * total``;
+    at the bottom it reads the scores of one block only, and draws inside
+    the block at the same fraction of the block's mass (relative to the
+    block's own maximum, so nothing after the first pass needs the row
+    maximum). The rows' validity comes from the totals (a NaN, ``+inf`` or
+    all ``-inf`` row has no finite total), not from a second pass.
 
 Exactness. Both layouts sample ``softmax(logits)`` exactly, up to float
 rounding of the sums (and the resolution of the uniform, see
@@ -59,8 +64,12 @@ or a second reader of a large fused producer, makes XLA materialise a
 ``(B, n)`` temporary, and fresh large buffers cost ~3 ms per 10**7 floats in
 page faults. The code here is written around that: the logits are
 select-free, the block masses are a strided ``reduce_window`` (not a reshape),
-and the bottom level re-reads the few logits it needs from the *scores*
-(``inverse_cdf(..., scores, scale)``) rather than from the logits.
+the bottom level re-reads the few scores it needs (``inverse_cdf(...,
+scores, scale)``) rather than the logits, and no reader but the first pass
+needs the row maximum, so that XLA fuses the maximum into that pass (one read
+of the scores instead of two). On CPU XLA also drops
+``optimization_barrier``, so the per-draw walk is written lane by lane
+(:func:`_pick`) to stay one elementwise fusion.
 
 PRNG choice (not made for the user). ``jax.random.key(seed, impl="rbg")`` or
 ``"unsafe_rbg"`` keys are accepted by every sampler and are cheaper on GPU
@@ -83,7 +92,7 @@ what they buy.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -200,8 +209,10 @@ def scale_factor(epsilon: Array, sensitivity: Array, monotonic: bool, dtype) -> 
 def _logit_params(scores: Array, scale: Array) -> tuple[tuple[int, ...], Array, Array]:
     """(batch, row max, row scale), the per-row quantities of :func:`to_logits`.
 
-    The row maximum is replaced by 0 when it is not finite (such a row is
-    invalid and masked by the caller). The scale is clamped into the normal
+    A row whose maximum is not finite (NaN, ``+inf`` or all ``-inf``) is
+    invalid: its logits are NaN, and every caller masks it. The maximum is
+    left as it is (no select on it), so that XLA can fuse it into the pass
+    that consumes the logits. The scale is clamped into the normal
     float range, so that ``0 * scale`` and ``-inf * scale`` are never NaN: a
     scale that overflowed to ``inf`` acts as the largest float (any score below
     the maximum gets a logit of about ``-inf``), one that underflowed to 0 as
@@ -211,7 +222,6 @@ def _logit_params(scores: Array, scale: Array) -> tuple[tuple[int, ...], Array, 
     batch = broadcast_batch(scores.shape[:-1], jnp.shape(scale))
     info = jnp.finfo(scores.dtype)
     row_max = jnp.max(scores, axis=-1)
-    row_max = jnp.where(jnp.isfinite(row_max), row_max, jnp.zeros_like(row_max))
     row_scale = jnp.clip(jnp.asarray(scale, scores.dtype), info.tiny, info.max)
     return batch, jnp.broadcast_to(row_max, batch), jnp.broadcast_to(row_scale, batch)
 
@@ -236,6 +246,14 @@ def to_logits(scores: Array, scale: Array) -> Array:
     return (scores - row_max[..., None]) * row_scale[..., None]
 
 
+def params_valid(batch: tuple[int, ...], *params: Array) -> Array:
+    """Boolean ``batch``-shaped mask: every privacy parameter is finite and > 0."""
+    ok = jnp.ones(batch, bool)
+    for p in params:
+        ok = ok & jnp.broadcast_to(jnp.isfinite(p) & (p > 0), batch)
+    return ok
+
+
 def row_valid(scores: Array, *params: Array) -> Array:
     """Boolean batch-shaped mask: the row has a finite score, no NaN/+inf, and
     every privacy parameter is finite and > 0. Rows that fail give -1.
@@ -245,10 +263,7 @@ def row_valid(scores: Array, *params: Array) -> Array:
     """
     ok = jnp.isfinite(jnp.max(scores, axis=-1))
     batch = broadcast_batch(ok.shape, *(jnp.shape(p) for p in params))
-    ok = jnp.broadcast_to(ok, batch)
-    for p in params:
-        ok = ok & jnp.broadcast_to(jnp.isfinite(p) & (p > 0), batch)
-    return ok
+    return jnp.broadcast_to(ok, batch) & params_valid(batch, *params)
 
 
 def split_shape(shape: tuple[int, ...], batch: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
@@ -510,8 +525,9 @@ def _guided(
     rows: Array,
     num_lead: int,
     leaf_logits: LeafReader | None = None,
-) -> Array:
-    """Inverse CDF with a guide table; ``(num_lead, B)`` draws for ``(B, n)`` logits.
+) -> tuple[Array, Array]:
+    """Inverse CDF with a guide table: ``(num_lead, B)`` draws for ``(B, n)``
+    logits, and each row's total mass ``(B,)``.
 
     For a draw ``u`` in cell ``j = floor(u m)`` the answer
     ``#{i: cdf[i] <= u T}`` lies in ``[g[j], g[j+1]]`` with
@@ -579,18 +595,19 @@ def _guided(
         if not by_blocks:
             return k
         v = u * total[None, :]
-        prev = _take(flat_cdf, row_ids[None, :] * size + jnp.maximum(k - 1, 0))
-        rest = jnp.maximum(v - jnp.where(k > 0, prev, jnp.zeros_like(prev)), 0)
-        k, rest = jax.lax.optimization_barrier((k, rest))  # see _blocked
-        return _leaf_pick(k, rest, rows, leaf_logits, GUIDE_BLOCK)
+        at = row_ids[None, :] * size
+        prev = _take(flat_cdf, at + jnp.maximum(k - 1, 0))
+        prev = jnp.where(k > 0, prev, jnp.zeros_like(prev))
+        rest = jnp.maximum(v - prev, 0)
+        step = _take(flat_cdf, at + k) - prev
+        draw_rows = jnp.broadcast_to(row_ids[None, :], k.shape)
+        leaf = leaf_logits or _row_reader(rows)
+        return _leaf_pick(k, _fraction_of(rest, step), draw_rows, n, leaf, GUIDE_BLOCK)
 
-    # A chunk's (draws x BLOCK) leaf temporaries stay cache-sized when by blocks.
-    per, chunks = _even_chunks(
-        num_lead, max(1, (CHUNK_DRAWS // 16 if by_blocks else CHUNK_DRAWS) // num_rows)
-    )
+    per, chunks = _even_chunks(num_lead, max(1, CHUNK_DRAWS // num_rows))
     out = _map_steps(lambda k, _: draw(k, per), key, chunks)
     out = out.reshape((chunks * per, num_rows))
-    return out if chunks * per == num_lead else out[:num_lead]
+    return (out if chunks * per == num_lead else out[:num_lead]), total
 
 
 def _block_sums(x: Array, width: int) -> Array:
@@ -605,36 +622,62 @@ def _block_sums(x: Array, width: int) -> Array:
     )
 
 
-def _pick(mass: Array, v: Array, positive: Array | None = None) -> tuple[Array, Array]:
-    """Sequential inverse-CDF step over the last axis of ``mass`` ``(..., w)``.
+def _pick(
+    masses: Sequence[Array], v: Array, positive: Sequence[Array] | None = None
+) -> tuple[Array, Array, Array]:
+    """Sequential inverse-CDF step over the lanes ``masses`` (each shaped like ``v``).
 
-    Returns ``(k, rest)``: ``k`` the first index whose running sum exceeds
-    ``v`` (clamped to the last entry of positive mass, or with ``positive``
-    the last entry where it is True), and ``rest = v - (running sum before
-    k) >= 0``. The running sum is accumulated left to right, so an entry of
-    mass 0 never raises it and is never the first to exceed ``v``.
+    Returns ``(k, rest, step)``: ``k`` the first lane whose running sum
+    exceeds ``v`` (clamped to the last lane of positive mass, or with
+    ``positive`` the last lane where it is True), ``rest = v - (running sum
+    before k) >= 0``, and ``step`` the rise of the running sum at lane ``k``
+    (so ``rest < step`` unless the draw was clamped). The running sum is
+    accumulated left to right, so a lane of mass 0 never raises it and is
+    never the first to exceed ``v``.
+
+    The lanes are separate arrays, not one ``(..., w)`` array: everything a
+    draw does is then elementwise over the draws, and XLA keeps the whole walk
+    in one loop fusion. (On CPU, XLA drops ``optimization_barrier`` and fuses a
+    ``(...)``-shaped producer into each ``(..., w)``-shaped consumer, which
+    recomputes the walk, random bits included, once per lane.)
     """
-    w = mass.shape[-1]
     zero = jnp.zeros(v.shape, v.dtype)
     acc = zero
     count = jnp.zeros(v.shape, jnp.int32)
     before = zero
+    step = zero
     last = jnp.zeros(v.shape, jnp.int32)
     before_last = zero
-    for j in range(w):
-        m_j = mass[..., j]
+    step_last = zero
+    for j, m_j in enumerate(masses):
         new = acc + m_j
         below = new <= v
         count = count + below.astype(jnp.int32)
         before = jnp.where(below, new, before)
-        has = (m_j > 0) if positive is None else positive[..., j]
+        step = jnp.where(count == j, new - acc, step)
+        has = (m_j > 0) if positive is None else positive[j]
         last = jnp.where(has, j, last)
         before_last = jnp.where(has, acc, before_last)
+        step_last = jnp.where(has, new - acc, step_last)
         acc = new
     clamp = count > last
     k = jnp.where(clamp, last, count)
     rest = v - jnp.where(clamp, before_last, before)
-    return k, jnp.maximum(rest, zero), acc
+    return k, jnp.maximum(rest, zero), jnp.where(clamp, step_last, step)
+
+
+#: ``leaf(rows, cols) -> (values, scale)``: for each ``(rows[i], cols[i])`` a
+#: value and a positive scale such that the logit there is ``(value - c) *
+#: scale`` for some constant ``c`` of the row (the scores and the row's scale,
+#: or the logits and 1).
+LeafReader = Callable[[Array, Array], tuple[Array, Array]]
+
+
+def _row_reader(rows: Array) -> LeafReader:
+    """Reads single logits of ``rows`` ``(B, n)`` through a flat gather."""
+    n = rows.shape[-1]
+    flat = rows.reshape(-1)
+    return lambda r, c: (_take(flat, r * n + c), jnp.ones((), rows.dtype))
 
 
 def _blocked(
@@ -642,90 +685,95 @@ def _blocked(
     rows: Array,
     num_lead: int,
     leaf_logits: LeafReader | None = None,
-) -> Array:
-    """Multi-level inverse CDF for few draws per row; ``(num_lead, B)`` draws.
+    block: int = BLOCK,
+) -> tuple[Array, Array]:
+    """Multi-level inverse CDF for few draws per row: ``(num_lead, B)`` draws
+    and each row's total mass ``(B,)``.
 
-    Level 1 holds the masses of blocks of :data:`BLOCK` outcomes (``exp``
-    fused into a strided reduction: one read of the logits, no ``(B, n)``
-    temporary); each higher level sums :data:`BLOCK` entries of the one below,
-    up to a top of at most 2 * :data:`BLOCK` entries. A draw ``v = u T`` (``T``
-    the top's running total) walks down: at each level it gathers the
-    :data:`BLOCK` masses under the chosen entry and takes the first whose
-    running sum exceeds what is left of ``v``. At the leaves it gathers the
-    logits of one block (from ``leaf_logits``, or from ``rows``) and
-    does the same with their ``exp``. Only outcomes with a finite logit can be
-    returned, however the masses round.
+    Level 1 holds the masses of blocks of ``block`` outcomes (``exp`` fused
+    into a strided reduction: one read of the logits, no ``(B, n)``
+    temporary); each higher level sums ``block`` entries of the one below, up
+    to a top of at most ``2 * block`` entries. A draw ``v = u T`` (``T`` the
+    top's running total) walks down: at each level it gathers the ``block``
+    masses under the chosen entry and takes the first whose running sum
+    exceeds what is left of ``v``. At the leaves it draws inside the chosen
+    block by :func:`_leaf_pick`. Every step is elementwise over the
+    ``(num_lead, B)`` draws (see :func:`_pick`).
     """
     num_rows, n = rows.shape
     dtype = rows.dtype
-    levels = [_block_sums(jnp.exp(rows), BLOCK)]
-    while levels[-1].shape[-1] > 2 * BLOCK:
-        levels.append(_block_sums(levels[-1], BLOCK))
-    levels = list(jax.lax.optimization_barrier(tuple(levels)))  # see _guided
-    row_ids = jnp.arange(num_rows, dtype=jnp.int32)[None, :]
-    lane = jnp.arange(BLOCK, dtype=jnp.int32)[None, None, :]
+    levels = [_block_sums(jnp.exp(rows), block)]
+    while levels[-1].shape[-1] > 2 * block:
+        levels.append(_block_sums(levels[-1], block))
+    row_ids = jnp.broadcast_to(jnp.arange(num_rows, dtype=jnp.int32)[None, :], (num_lead, num_rows))
     top = levels[-1]
     u = _random.uniform(key, (num_lead, num_rows), dtype)
+    lanes = [jnp.broadcast_to(top[None, :, j], u.shape) for j in range(top.shape[-1])]
     # The total is the top level's running sum, accumulated as _pick does.
-    total = jnp.zeros((num_rows,), dtype)
-    for j in range(top.shape[-1]):
-        total = total + top[:, j]
-    v = u * total[None, :]
-    # Each level's (k, rest) is materialised: fused into the gathers of the next
-    # level, XLA would recompute the whole chain once per gathered lane.
-    k, rest, _ = _pick(jnp.broadcast_to(top[None], (num_lead,) + top.shape), v)
-    k, rest = jax.lax.optimization_barrier((k, rest))
+    total = lanes[0]
+    for lane in lanes[1:]:
+        total = total + lane
+    k, rest, step = _pick(lanes, u * total)
     for level in reversed(levels[:-1]):
         width = level.shape[-1]
-        col = k[..., None] * BLOCK + lane  # (S, B, BLOCK)
-        mass = _take(level.reshape(-1), row_ids[..., None] * width + jnp.minimum(col, width - 1))
-        mass = jnp.where(col < width, mass, jnp.zeros_like(mass))
-        k_in, rest, _ = _pick(mass, rest)
-        k, rest = jax.lax.optimization_barrier((k * BLOCK + k_in, rest))
-    return _leaf_pick(k, rest, rows, leaf_logits)
+        flat = level.reshape(-1)
+        lanes = []
+        for j in range(block):
+            col = k * block + j
+            mass = _take(flat, row_ids * width + jnp.minimum(col, width - 1))
+            lanes.append(jnp.where(col < width, mass, jnp.zeros_like(mass)))
+        k_in, rest, step = _pick(lanes, rest)
+        k = k * block + k_in
+    leaf = leaf_logits or _row_reader(rows)
+    idx = _leaf_pick(k, _fraction_of(rest, step), row_ids, n, leaf, block)
+    return idx, total[0]
 
 
-#: ``leaf(rows, starts, width)``: logits ``(len(rows), width)`` of the windows
-#: ``[start, start + width)`` of the given rows.
-LeafReader = Callable[[Array, Array, int], Array]
+def _fraction_of(rest: Array, step: Array) -> Array:
+    """``rest / step`` in ``[0, 1]``: where a draw falls inside the mass of the
+    entry it chose (1 when it was clamped past the end, or the step is 0)."""
+    one = jnp.ones_like(rest)
+    return jnp.where(rest < step, rest / jnp.where(step > 0, step, one), one)
 
 
 def _leaf_pick(
-    k: Array, rest: Array, rows: Array, leaf: LeafReader | None, width: int = BLOCK
+    k: Array, frac: Array, row_ids: Array, n: int, leaf: LeafReader, width: int = BLOCK
 ) -> Array:
-    """The outcome inside block ``k`` (``(S, B)``, blocks of ``width``) whose
-    in-block running mass first exceeds ``rest``; only outcomes with a finite
-    logit can be returned.
+    """The outcome inside block ``k`` (blocks of ``width`` outcomes of rows of
+    ``n``) at fraction ``frac`` of the block's mass; only outcomes with a
+    finite logit can be returned. ``k``, ``frac`` and ``row_ids`` have the
+    draws' shape.
 
-    Each draw reads one contiguous window of ``width`` logits (one
-    ``dynamic_slice`` per draw rather than ``width`` gathers), from
-    ``leaf(...)`` or from ``rows``. The window is shifted left at the end of a
-    row; the lanes outside block ``k`` are masked out.
+    Given its block, a draw's fraction ``frac`` of the block's mass is
+    uniform on ``[0, 1)``, and the outcome is the first whose in-block running
+    mass exceeds ``frac`` times the block's total. Inside the block the masses
+    are recomputed relative to the block's largest logit, so the block's own
+    law is as precise as float32 allows however small the block's share of
+    the row is, and nothing here needs the row's maximum: XLA then fuses the
+    row maximum into the single pass that builds level 1.
     """
-    num_rows, n = rows.shape
-    w = min(width, n)
     first = k * width
-    start = jnp.minimum(first, n - w)
-    flat_rows = jnp.broadcast_to(jnp.arange(num_rows, dtype=jnp.int32)[None, :], k.shape)
-    flat_rows, flat_start = flat_rows.reshape(-1), start.reshape(-1)
-    if leaf is None:
-        leaf = _window_reader(rows)
-    logit = leaf(flat_rows, flat_start, w).reshape(k.shape + (w,))
-    col = start[..., None] + jnp.arange(w, dtype=jnp.int32)[None, None, :]
-    inside = (col >= first[..., None]) & (col < first[..., None] + width)
-    finite = inside & (logit > -jnp.inf)
-    p = jnp.where(finite, jnp.exp(logit), jnp.zeros_like(logit))
-    k_in, _, _ = _pick(p, rest, positive=finite)
-    return jnp.minimum(start + k_in, n - 1)
-
-
-def _window_reader(rows: Array) -> LeafReader:
-    """Reads windows of ``rows`` ``(B, n)``."""
-
-    def read(r: Array, start: Array, w: int) -> Array:
-        return jax.vmap(lambda i, s: jax.lax.dynamic_slice(rows[i], (s,), (w,)))(r, start)
-
-    return read
+    values, inside = [], []
+    for j in range(width):
+        col = first + j
+        value, scale = leaf(row_ids, jnp.minimum(col, n - 1))
+        values.append(value)
+        inside.append(col < n)
+    neg_inf = jnp.full(frac.shape, -jnp.inf, frac.dtype)
+    top = neg_inf
+    for value, ok in zip(values, inside, strict=True):
+        top = jnp.maximum(top, jnp.where(ok, value, neg_inf))
+    lanes, finite = [], []
+    for value, ok in zip(values, inside, strict=True):
+        ok = ok & (value > -jnp.inf)
+        p = jnp.exp((value - top) * scale)
+        lanes.append(jnp.where(ok, p, jnp.zeros_like(p)))
+        finite.append(ok)
+    total = lanes[0]
+    for lane in lanes[1:]:
+        total = total + lane
+    k_in, _, _ = _pick(lanes, frac * total, positive=finite)
+    return jnp.minimum(first + k_in, n - 1)
 
 
 def inverse_cdf(
@@ -734,20 +782,25 @@ def inverse_cdf(
     shape: tuple[int, ...],
     scores: Array | None = None,
     scale: Array | None = None,
-) -> Array:
+) -> tuple[Array, Array]:
     """Categorical draws by the inverse CDF of ``softmax(logits)``.
+
+    Returns the draws (``shape``) and a batch-shaped flag that the row is
+    valid (for max-shifted logits: false exactly for the rows with a NaN, a
+    ``+inf`` or no finite logit, which the callers mask). The flag comes from
+    the row totals, so no second pass over the logits is needed.
 
     Per row ``p = exp(logits)`` (max 1, no overflow); each draw takes
     ``u ~ U(0, 1)`` and returns the first index whose prefix sum exceeds
     ``u * total``. Many draws per row use the guide table (:func:`_guided`),
     few draws per row the multi-level block search (:func:`_blocked`). An
     outcome of probability 0 is never returned; a row with no positive mass
-    (all ``-inf``: invalid, masked by the caller) returns an index in range.
+    returns an index in range.
 
     When the logits are ``to_logits(scores, scale)``, passing ``scores`` and
-    ``scale`` too lets the block search read the few leaf logits it needs from
-    ``scores`` instead of from ``logits``, so that XLA never materialises the
-    ``(B, n)`` logits (a second reader of them would force it to).
+    ``scale`` too lets the bottom level read the few scores it needs instead
+    of the logits, so that XLA never materialises the ``(B, n)`` logits (a
+    second reader of them would force it to).
     """
     batch = logits.shape[:-1]
     num_lead, tail = split_shape(shape, batch)
@@ -756,23 +809,26 @@ def inverse_cdf(
     key = fast_key(key)
     leaf = None
     if scores is not None:
-        _, row_max, row_scale = _logit_params(scores, scale)
+        _, _, row_scale = _logit_params(scores, scale)
         s_rows = flatten_rows(jnp.broadcast_to(scores, batch + (n,)), tail)
-        row_max = jnp.broadcast_to(row_max, tail).reshape(-1)
         row_scale = jnp.broadcast_to(row_scale, tail).reshape(-1)
+        flat_scores = s_rows.reshape(-1)
 
-        windows = _window_reader(s_rows)
-
-        def leaf(r: Array, start: Array, w: int) -> Array:
-            return (windows(r, start, w) - _take(row_max, r)[:, None]) * _take(row_scale, r)[
-                :, None
-            ]
+        def leaf(r: Array, c: Array) -> tuple[Array, Array]:
+            return _take(flat_scores, r * n + c), _take(row_scale, r)
 
     if num_lead * 16 <= max(n, 4 * BLOCK):
-        idx = _blocked(key, rows, num_lead, leaf)
+        # Rows of 512 and more: blocks of 64 halve the top level's lanes, which
+        # every draw walks; measured 2-10% faster at n = 10**3 and 10**5.
+        block = 2 * BLOCK if n >= 512 else BLOCK
+        idx, total = _blocked(key, rows, num_lead, leaf, block)
     else:
-        idx = _guided(key, rows, num_lead, leaf)
-    return idx.astype(jnp.int32).reshape(shape)
+        idx, total = _guided(key, rows, num_lead, leaf)
+    # A valid row's largest logit is 0, so its total is at least 1; NaN, +inf
+    # and all -inf rows give a NaN total (or 0 once the guide table has
+    # dropped the NaN masses).
+    finite = (total >= 1) & jnp.isfinite(total)
+    return idx.astype(jnp.int32).reshape(shape), finite.reshape(tail)
 
 
 # ----------------------------------------------------------------------------- auto

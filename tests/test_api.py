@@ -46,7 +46,9 @@ def _public_callables():
             yield name, obj
 
 
-@pytest.mark.parametrize("name,obj", list(_public_callables()), ids=lambda x: str(x)[:40])
+@pytest.mark.parametrize(
+    "name,obj", list(_public_callables()), ids=lambda x: x if isinstance(x, str) else ""
+)
 def test_documented(name, obj):
     doc = inspect.getdoc(obj) or ""
     assert doc, f"{name} has no docstring"

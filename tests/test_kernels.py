@@ -53,7 +53,7 @@ def test_guided_search_equals_searchsorted(n):
     logits = jnp.asarray(logits, jnp.float32)
     key = jax.random.key(5)
     draws = 5000
-    got = jax.jit(lambda k, x: _kernels._guided(k, x, draws))(key, logits)
+    got = jax.jit(lambda k, x: _kernels._guided(k, x, draws)[0])(key, logits)
     u = _random.uniform(key, (draws, 3), jnp.float32)
     p = jnp.exp(logits)
     cdf = _kernels._monotone_cdf(p)
@@ -74,11 +74,20 @@ def _block_law_case(n, seed):
     return scores
 
 
-@pytest.mark.parametrize(("n", "rows", "wrong_eps"), [(100, 200_000, 1.6), (2200, 30_000, 1.3)])
+@pytest.mark.parametrize(
+    ("n", "rows", "wrong_eps"), [(100, 200_000, 1.6), (2200, 30_000, 1.3), (9000, 40_000, 1.6)]
+)
 def test_blocked_law(n, rows, wrong_eps):
-    """One draw for each of many rows: the multi-level block search (two
-    levels for n=100, three for n=2200) matches the exact law."""
+    """One draw for each of many rows: the multi-level block search (blocks of
+    32 in two levels for n=100; blocks of 64 in two levels for n=2200, three
+    for n=9000) matches the exact law."""
     scores = _block_law_case(n, n)
+    if n > 64 * 128:  # few finite scores, spread over many blocks
+        finite = np.random.default_rng(0).choice(n, size=80, replace=False)
+        sparse = np.full(n, -np.inf)
+        sparse[finite] = scores[finite]
+        sparse[finite[:2]] = 6.0
+        scores = sparse
     eps = np.full(rows, 1.7)
     draws = jaxdp.exponential(
         jax.random.key(9), scores, epsilon=eps, sensitivity=1.0, method="inverse_cdf"
@@ -97,7 +106,7 @@ def test_blocked_path_without_scores_and_underflow():
     logits[:, 7] = 0.0
     logits[:, 100:140] = -200.0  # exp underflows to 0: mass only by rounding
     logits[:, 250] = 0.0
-    out = jax.jit(lambda k, x: _kernels.inverse_cdf(k, x, (4000,)))(jax.random.key(2), logits)
+    out = jax.jit(lambda k, x: _kernels.inverse_cdf(k, x, (4000,))[0])(jax.random.key(2), logits)
     out = np.asarray(out)
     assert set(np.unique(out)) <= {7, 250} | set(range(100, 140))
     frac = np.mean(out == 7)
@@ -156,7 +165,7 @@ def test_guided_by_blocks_law(monkeypatch):
         assert_matches_law(draws, exponential_law(scores, 2.3, 1.0))
     # The kernel alone, reading the leaves from the logits.
     logits = jnp.asarray(np.where(np.isfinite(scores), scores - np.nanmax(scores), -np.inf))
-    d = jax.jit(lambda k, x: _kernels.inverse_cdf(k, x, (50_000,)))(jax.random.key(3), logits)
+    d = jax.jit(lambda k, x: _kernels.inverse_cdf(k, x, (50_000,))[0])(jax.random.key(3), logits)
     assert np.all(np.isfinite(scores[np.asarray(d)]))
 
 

@@ -209,6 +209,25 @@ def test_traced_bad_scores_return_minus_one_per_row(name):
     assert err.get() is not None
 
 
+@pytest.mark.parametrize(("n", "draws"), [(3, 1), (3, 500), (700, 1), (700, 50)])
+def test_traced_bad_rows_inverse_cdf_paths(n, draws):
+    """Both inverse-CDF layouts (block search: one draw per row; guide table:
+    many) flag invalid rows from their row totals, with no separate pass."""
+    scores = np.tile(np.linspace(0.0, 2.0, n), (4, 1))
+    scores[1, n // 2] = np.nan
+    scores[2] = -np.inf
+    scores[3, n - 1] = np.inf
+    shape = (draws, 4) if draws > 1 else (4,)
+    f = jax.jit(
+        lambda s: jaxdp.exponential(
+            KEY, s, epsilon=1.0, sensitivity=1.0, shape=shape, method="inverse_cdf"
+        )
+    )
+    out = np.asarray(f(jnp.asarray(scores))).reshape(-1, 4)
+    assert np.all(out[:, 0] >= 0) and np.all(out[:, 0] < n)
+    assert np.all(out[:, 1:] == -1)
+
+
 def test_traced_bad_parameters_in_other_mechanisms():
     f = jax.jit(lambda e: jaxdp.laplace(KEY, V, epsilon=e, sensitivity=1.0))
     assert np.all(np.isnan(f(-1.0)))

@@ -666,6 +666,16 @@ def _pick(
     return k, jnp.maximum(rest, zero), jnp.where(clamp, step_last, step)
 
 
+def _lane_sum(lanes: Sequence[Array]) -> Array:
+    """The lanes' total, accumulated left to right exactly as :func:`_pick`
+    accumulates its running sum (so a draw ``u * total`` with ``u < 1`` is
+    below the pick's final sum up to rounding of the product)."""
+    total = lanes[0]
+    for lane in lanes[1:]:
+        total = total + lane
+    return total
+
+
 #: ``leaf(rows, cols) -> (values, scale)``: for each ``(rows[i], cols[i])`` a
 #: value and a positive scale such that the logit there is ``(value - c) *
 #: scale`` for some constant ``c`` of the row (the scores and the row's scale,
@@ -709,10 +719,7 @@ def _blocked(
     top = levels[-1]
     u = _random.uniform(key, (num_lead, num_rows), dtype)
     lanes = [jnp.broadcast_to(top[None, :, j], u.shape) for j in range(top.shape[-1])]
-    # The total is the top level's running sum, accumulated as _pick does.
-    total = lanes[0]
-    for lane in lanes[1:]:
-        total = total + lane
+    total = _lane_sum(lanes)
     k, rest, step = _pick(lanes, u * total)
     for level in reversed(levels[:-1]):
         width = level.shape[-1]
@@ -769,10 +776,7 @@ def _leaf_pick(
         p = jnp.exp((value - top) * scale)
         lanes.append(jnp.where(ok, p, jnp.zeros_like(p)))
         finite.append(ok)
-    total = lanes[0]
-    for lane in lanes[1:]:
-        total = total + lane
-    k_in, _, _ = _pick(lanes, frac * total, positive=finite)
+    k_in, _, _ = _pick(lanes, frac * _lane_sum(lanes), positive=finite)
     return jnp.minimum(first + k_in, n - 1)
 
 

@@ -8,7 +8,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from . import _checks, _kernels
+from . import _checks, _kernels, _noisy_kernels
 from ._typing import Array, ArrayLike, PRNGKey
 
 _METHODS = ("auto", "gumbel", "inverse_cdf")
@@ -123,7 +123,7 @@ def _exponential_impl(key, scores, epsilon, sensitivity, *, monotonic, shape, me
         method = _kernels.choose_method(num_lead, logits.shape[-1], max(1, len(tail)))
     if method == "gumbel":
         valid = _kernels.row_valid(scores, epsilon, sensitivity)
-        idx = _kernels.noisy_argmax(key, logits, shape, "gumbel", scores=scores, scale=scale)
+        idx = _noisy_kernels.noisy_argmax(key, logits, shape, "gumbel", scores=scores, scale=scale)
     else:
         # The row check comes from the row totals: a separate row maximum
         # would be a second pass over the scores.

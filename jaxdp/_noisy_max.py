@@ -8,7 +8,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from . import _checks, _kernels
+from . import _checks, _kernels, _noisy_kernels
 from ._typing import Array, ArrayLike, PRNGKey
 
 _NOISES = ("laplace", "gumbel", "exponential")
@@ -104,7 +104,7 @@ def _noisy_max_impl(key, scores, epsilon, sensitivity, *, monotonic, shape, nois
     # argmax(s + b Z) == argmax(s / b + Z): the logits are the scores over the scale.
     scale = _kernels.scale_factor(epsilon, sensitivity, monotonic, scores.dtype)
     logits = _kernels.to_logits(scores, scale)
-    idx = _kernels.noisy_argmax(key, logits, shape, noise, scores=scores, scale=scale)
+    idx = _noisy_kernels.noisy_argmax(key, logits, shape, noise, scores=scores, scale=scale)
     return jnp.where(jnp.broadcast_to(valid, shape), idx, -1)
 
 

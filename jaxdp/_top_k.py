@@ -8,7 +8,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from . import _checks, _kernels
+from . import _checks, _kernels, _noisy_kernels
 from ._typing import Array, ArrayLike, PRNGKey
 
 
@@ -99,5 +99,5 @@ def _top_k_impl(key, scores, epsilon, sensitivity, *, k, monotonic, shape):
     valid = _kernels.row_valid(scores, epsilon, sensitivity)
     scale = _kernels.scale_factor(epsilon / k, sensitivity, monotonic, scores.dtype)
     logits = _kernels.to_logits(scores, scale)
-    idx = _kernels.noisy_argmax(key, logits, shape, "gumbel", k=k, scores=scores, scale=scale)
+    idx = _noisy_kernels.noisy_argmax(key, logits, shape, "gumbel", k=k, scores=scores, scale=scale)
     return jnp.where(jnp.broadcast_to(valid, shape)[..., None], idx, -1)

@@ -92,14 +92,14 @@ what they buy.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.extend.random import define_prng_impl, threefry_prng_impl
 
-from . import _random
+from . import _descent
 from ._typing import Array, PRNGKey
 
 #: Uniforms (draws x rows) handled at once by the guided inverse CDF.
@@ -302,335 +302,6 @@ def _map_steps(body: Callable[[PRNGKey, Array], Array], key: PRNGKey, num_steps:
 # ----------------------------------------------------------------------------- inverse CDF
 
 
-def _last_positive(p: Array) -> Array:
-    """Index of the last entry > 0 along the last axis (0 when there is none)."""
-    iota = jax.lax.broadcasted_iota(jnp.int32, p.shape, p.ndim - 1)
-    return jnp.max(jnp.where(p > 0, iota, 0), axis=-1)
-
-
-def _monotone_cdf(p: Array) -> Array:
-    """Inclusive prefix sums of ``p >= 0`` along the last axis in which an entry
-    with ``p == 0`` equals its predecessor exactly (0 before the first positive
-    entry), whatever the summation order of the backend's scan."""
-    c = jnp.cumsum(p, axis=-1)
-    return jax.lax.cummax(jnp.where(p > 0, c, jnp.zeros_like(c)), axis=p.ndim - 1)
-
-
-def _bit_length(x: Array) -> Array:
-    """Number of bits of a non-negative int32: ceil(log2(x + 1))."""
-    return 32 - jax.lax.clz(x.astype(jnp.int32))
-
-
-def _guide_size(n: int, draws: int) -> int:
-    """Guide-table cells: a power of two near 2n for short rows, capped so the
-    table stays cache-resident for long ones (4096 cells, or n/64), and at
-    draws/4 (building it costs about as much as that many draws).
-
-    Measured for S = 10**6 draws (ms, 2-core EPYC): n = 10**4: 2.7 with 4096
-    cells vs 5.4 with 16384; n = 10**5: 8.5 with 8192 vs 25 with 262144;
-    n = 10**6: 13 with 16384 vs 122 with 2**21 (hand-written searchsorted:
-    22, 25, 20).
-    """
-    pow2 = lambda x: 1 << max(0, (x - 1).bit_length())  # noqa: E731
-    m = min(pow2(2 * n), max(4096, pow2(n) >> 6), pow2(max(draws // 4, 1)), 1 << 22)
-    return max(m, 1)
-
-
-def _take(flat: Array, idx: Array) -> Array:
-    """``flat[idx]`` through a 1-D gather (index arrays with a trailing unit
-    dimension make XLA's CPU compile time grow exponentially with chained
-    gathers)."""
-    return flat[idx.reshape(-1)].reshape(idx.shape)
-
-
-def _lift(table: Array, base: Array, v: Array, pos: Array, steps: int, n: int) -> Array:
-    """Binary lifting: the largest ``p`` in ``[pos, pos + 2**steps - 1]`` with
-    ``p <= n`` and ``table[base + p - 1] <= v`` (``table`` flat, row-sorted,
-    rows of length ``n`` starting at ``base``)."""
-    shape = jnp.broadcast_shapes(base.shape, v.shape, pos.shape)
-    base, v, pos = (jnp.broadcast_to(a, shape).reshape(-1) for a in (base, v, pos))
-    for s in reversed(range(steps)):
-        cand = pos + (1 << s)
-        value = table[base + jnp.clip(cand - 1, 0, n - 1)]
-        pos = jnp.where((cand <= n) & (value <= v), cand, pos)
-    return pos.reshape(shape)
-
-
-#: Static step counts of the guided search; a row set uses the smallest one
-#: that covers its widest guide cell.
-_STEP_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 31)
-
-
-#: Rows longer than this are searched by blocks of :data:`GUIDE_BLOCK` in
-#: :func:`_guided`: the tables then hold block masses. Measured, S = 10**6
-#: draws: n = 10**6 takes 12 ms with element tables and 29 ms by blocks;
-#: n = 10**7 takes 151 ms with element tables and 64 ms by blocks of 16.
-GUIDE_BLOCKS_ABOVE = 1 << 22
-
-#: Outcomes per block in :func:`_guided`'s two-level mode.
-GUIDE_BLOCK = 16
-
-
-def _guided(
-    key: PRNGKey,
-    rows: Array,
-    num_lead: int,
-    leaf_logits: LeafReader | None = None,
-) -> tuple[Array, Array]:
-    """Inverse CDF with a guide table: ``(num_lead, B)`` draws for ``(B, n)``
-    logits, and each row's total mass ``(B,)``.
-
-    For a draw ``u`` in cell ``j = floor(u m)`` the answer
-    ``#{i: cdf[i] <= u T}`` lies in ``[g[j], g[j+1]]`` with
-    ``g[j] = #{i: cdf[i] <= (j/m) T}``: ``u m`` and ``j/m`` are exact (``m`` is a
-    power of two) and rounding ``x T`` is monotone in ``x``. Binary lifting over
-    ``ceil(log2(widest cell + 1))`` steps then gives exactly the plain
-    ``searchsorted`` result. The step count is data-dependent; it selects one of
-    a few statically unrolled branches, so each branch is a single fused loop.
-
-    Rows longer than :data:`GUIDE_BLOCKS_ABOVE` are handled in two levels: the
-    prefix sums and the guide are built over the masses of blocks of
-    :data:`GUIDE_BLOCK` outcomes (a fused strided reduction; 16x smaller
-    tables), and each draw then picks inside its block as :func:`_blocked`
-    does.
-    """
-    num_rows, n = rows.shape
-    dtype = rows.dtype
-    by_blocks = n > GUIDE_BLOCKS_ABOVE
-    mass = _block_sums(jnp.exp(rows), GUIDE_BLOCK) if by_blocks else jnp.exp(rows)
-    size = mass.shape[-1]
-    # Materialised tables (optimization_barrier): fusing their producers into
-    # the gathers below would recompute them per gather, and makes XLA's
-    # compile time explode with n.
-    cdf, last = jax.lax.optimization_barrier((_monotone_cdf(mass), _last_positive(mass)))
-    total = cdf[:, -1]
-    m = _guide_size(size, num_lead * num_rows)
-    flat_cdf = cdf.reshape(-1)
-    row_ids = jnp.arange(num_rows, dtype=jnp.int32)
-    full_steps = max(1, size.bit_length())
-    # The guide: g[j] = #{i: cdf[i] <= (j/m) T}, by the same lifting from 0.
-    fractions = jnp.arange(m + 1, dtype=dtype) * dtype.type(1.0 / m)
-    queries = fractions[None, :] * total[:, None]
-    guide = _lift(
-        flat_cdf,
-        (row_ids * size)[:, None],
-        queries,
-        jnp.zeros(queries.shape, jnp.int32),
-        full_steps,
-        size,
-    )
-    guide = jax.lax.optimization_barrier(guide)
-    width = jnp.max(guide[:, 1:] - guide[:, :-1])
-    buckets = [b for b in _STEP_BUCKETS if b < full_steps] + [full_steps]
-    branch = jnp.sum(
-        jnp.asarray(buckets[:-1], jnp.int32) < _bit_length(width)[None], dtype=jnp.int32
-    )
-    flat_guide = guide.reshape(-1)
-
-    def draw(key: PRNGKey, per: int) -> Array:
-        # The uniforms are drawn outside the switch: under vmap every branch
-        # runs, and a key consumed inside each of them would be reused.
-        u = _random.uniform(key, (per, num_rows), dtype)
-
-        def run(steps: int) -> Callable[[Array], Array]:
-            def go(u: Array) -> Array:
-                cell = jnp.minimum((u * m).astype(jnp.int32), m - 1)
-                pos = _take(flat_guide, row_ids[None, :] * (m + 1) + cell)
-                v = u * total[None, :]
-                pos = _lift(flat_cdf, row_ids[None, :] * size, v, pos, steps, size)
-                return jnp.minimum(pos, last[None, :])
-
-            return go
-
-        k = jax.lax.switch(branch, [run(b) for b in buckets], u)
-        if not by_blocks:
-            return k
-        v = u * total[None, :]
-        at = row_ids[None, :] * size
-        prev = _take(flat_cdf, at + jnp.maximum(k - 1, 0))
-        prev = jnp.where(k > 0, prev, jnp.zeros_like(prev))
-        rest = jnp.maximum(v - prev, 0)
-        step = _take(flat_cdf, at + k) - prev
-        draw_rows = jnp.broadcast_to(row_ids[None, :], k.shape)
-        leaf = leaf_logits or _row_reader(rows)
-        return _leaf_pick(k, _fraction_of(rest, step), draw_rows, n, leaf, GUIDE_BLOCK)
-
-    per, chunks = _even_chunks(num_lead, max(1, CHUNK_DRAWS // num_rows))
-    out = _map_steps(lambda k, _: draw(k, per), key, chunks)
-    out = out.reshape((chunks * per, num_rows))
-    return (out if chunks * per == num_lead else out[:num_lead]), total
-
-
-def _block_sums(x: Array, width: int) -> Array:
-    """Sums of consecutive blocks of ``width`` along the last axis (zero-padded).
-
-    A strided ``reduce_window`` rather than a reshape: on CPU, XLA fuses it with
-    the ``exp`` and the logits that feed it into one vectorised pass.
-    """
-    pad = -x.shape[-1] % width
-    return jax.lax.reduce_window(
-        x, jnp.zeros((), x.dtype), jax.lax.add, (1, width), (1, width), ((0, 0), (0, pad))
-    )
-
-
-def _pick(
-    masses: Sequence[Array], v: Array, positive: Sequence[Array] | None = None
-) -> tuple[Array, Array, Array]:
-    """Sequential inverse-CDF step over the lanes ``masses`` (each shaped like ``v``).
-
-    Returns ``(k, rest, step)``: ``k`` the first lane whose running sum
-    exceeds ``v`` (clamped to the last lane of positive mass, or with
-    ``positive`` the last lane where it is True), ``rest = v - (running sum
-    before k) >= 0``, and ``step`` the rise of the running sum at lane ``k``
-    (so ``rest < step`` unless the draw was clamped). The running sum is
-    accumulated left to right, so a lane of mass 0 never raises it and is
-    never the first to exceed ``v``.
-
-    The lanes are separate arrays, not one ``(..., w)`` array: everything a
-    draw does is then elementwise over the draws, and XLA keeps the whole walk
-    in one loop fusion. (On CPU, XLA drops ``optimization_barrier`` and fuses a
-    ``(...)``-shaped producer into each ``(..., w)``-shaped consumer, which
-    recomputes the walk, random bits included, once per lane.)
-    """
-    zero = jnp.zeros(v.shape, v.dtype)
-    acc = zero
-    count = jnp.zeros(v.shape, jnp.int32)
-    before = zero
-    step = zero
-    last = jnp.zeros(v.shape, jnp.int32)
-    before_last = zero
-    step_last = zero
-    for j, m_j in enumerate(masses):
-        new = acc + m_j
-        below = new <= v
-        count = count + below.astype(jnp.int32)
-        before = jnp.where(below, new, before)
-        step = jnp.where(count == j, new - acc, step)
-        has = (m_j > 0) if positive is None else positive[j]
-        last = jnp.where(has, j, last)
-        before_last = jnp.where(has, acc, before_last)
-        step_last = jnp.where(has, new - acc, step_last)
-        acc = new
-    clamp = count > last
-    k = jnp.where(clamp, last, count)
-    rest = v - jnp.where(clamp, before_last, before)
-    return k, jnp.maximum(rest, zero), jnp.where(clamp, step_last, step)
-
-
-def _lane_sum(lanes: Sequence[Array]) -> Array:
-    """The lanes' total, accumulated left to right exactly as :func:`_pick`
-    accumulates its running sum (so a draw ``u * total`` with ``u < 1`` is
-    below the pick's final sum up to rounding of the product)."""
-    total = lanes[0]
-    for lane in lanes[1:]:
-        total = total + lane
-    return total
-
-
-#: ``leaf(rows, cols) -> (values, scale)``: for each ``(rows[i], cols[i])`` a
-#: value and a positive scale such that the logit there is ``(value - c) *
-#: scale`` for some constant ``c`` of the row (the scores and the row's scale,
-#: or the logits and 1).
-LeafReader = Callable[[Array, Array], tuple[Array, Array]]
-
-
-def _row_reader(rows: Array) -> LeafReader:
-    """Reads single logits of ``rows`` ``(B, n)`` through a flat gather."""
-    n = rows.shape[-1]
-    flat = rows.reshape(-1)
-    return lambda r, c: (_take(flat, r * n + c), jnp.ones((), rows.dtype))
-
-
-def _blocked(
-    key: PRNGKey,
-    rows: Array,
-    num_lead: int,
-    leaf_logits: LeafReader | None = None,
-    block: int = BLOCK,
-) -> tuple[Array, Array]:
-    """Multi-level inverse CDF for few draws per row: ``(num_lead, B)`` draws
-    and each row's total mass ``(B,)``.
-
-    Level 1 holds the masses of blocks of ``block`` outcomes (``exp`` fused
-    into a strided reduction: one read of the logits, no ``(B, n)``
-    temporary); each higher level sums ``block`` entries of the one below, up
-    to a top of at most ``2 * block`` entries. A draw ``v = u T`` (``T`` the
-    top's running total) walks down: at each level it gathers the ``block``
-    masses under the chosen entry and takes the first whose running sum
-    exceeds what is left of ``v``. At the leaves it draws inside the chosen
-    block by :func:`_leaf_pick`. Every step is elementwise over the
-    ``(num_lead, B)`` draws (see :func:`_pick`).
-    """
-    num_rows, n = rows.shape
-    dtype = rows.dtype
-    levels = [_block_sums(jnp.exp(rows), block)]
-    while levels[-1].shape[-1] > 2 * block:
-        levels.append(_block_sums(levels[-1], block))
-    row_ids = jnp.broadcast_to(jnp.arange(num_rows, dtype=jnp.int32)[None, :], (num_lead, num_rows))
-    top = levels[-1]
-    u = _random.uniform(key, (num_lead, num_rows), dtype)
-    lanes = [jnp.broadcast_to(top[None, :, j], u.shape) for j in range(top.shape[-1])]
-    total = _lane_sum(lanes)
-    k, rest, step = _pick(lanes, u * total)
-    for level in reversed(levels[:-1]):
-        width = level.shape[-1]
-        flat = level.reshape(-1)
-        lanes = []
-        for j in range(block):
-            col = k * block + j
-            mass = _take(flat, row_ids * width + jnp.minimum(col, width - 1))
-            lanes.append(jnp.where(col < width, mass, jnp.zeros_like(mass)))
-        k_in, rest, step = _pick(lanes, rest)
-        k = k * block + k_in
-    leaf = leaf_logits or _row_reader(rows)
-    idx = _leaf_pick(k, _fraction_of(rest, step), row_ids, n, leaf, block)
-    return idx, total[0]
-
-
-def _fraction_of(rest: Array, step: Array) -> Array:
-    """``rest / step`` in ``[0, 1]``: where a draw falls inside the mass of the
-    entry it chose (1 when it was clamped past the end, or the step is 0)."""
-    one = jnp.ones_like(rest)
-    return jnp.where(rest < step, rest / jnp.where(step > 0, step, one), one)
-
-
-def _leaf_pick(
-    k: Array, frac: Array, row_ids: Array, n: int, leaf: LeafReader, width: int = BLOCK
-) -> Array:
-    """The outcome inside block ``k`` (blocks of ``width`` outcomes of rows of
-    ``n``) at fraction ``frac`` of the block's mass; only outcomes with a
-    finite logit can be returned. ``k``, ``frac`` and ``row_ids`` have the
-    draws' shape.
-
-    Given its block, a draw's fraction ``frac`` of the block's mass is
-    uniform on ``[0, 1)``, and the outcome is the first whose in-block running
-    mass exceeds ``frac`` times the block's total. Inside the block the masses
-    are recomputed relative to the block's largest logit, so the block's own
-    law is as precise as float32 allows however small the block's share of
-    the row is, and nothing here needs the row's maximum: XLA then fuses the
-    row maximum into the single pass that builds level 1.
-    """
-    first = k * width
-    values, inside = [], []
-    for j in range(width):
-        col = first + j
-        value, scale = leaf(row_ids, jnp.minimum(col, n - 1))
-        values.append(value)
-        inside.append(col < n)
-    neg_inf = jnp.full(frac.shape, -jnp.inf, frac.dtype)
-    top = neg_inf
-    for value, ok in zip(values, inside, strict=True):
-        top = jnp.maximum(top, jnp.where(ok, value, neg_inf))
-    lanes, finite = [], []
-    for value, ok in zip(values, inside, strict=True):
-        ok = ok & (value > -jnp.inf)
-        p = jnp.exp((value - top) * scale)
-        lanes.append(jnp.where(ok, p, jnp.zeros_like(p)))
-        finite.append(ok)
-    k_in, _, _ = _pick(lanes, frac * _lane_sum(lanes), positive=finite)
-    return jnp.minimum(first + k_in, n - 1)
-
-
 def inverse_cdf(
     key: PRNGKey,
     logits: Array,
@@ -638,52 +309,32 @@ def inverse_cdf(
     scores: Array | None = None,
     scale: Array | None = None,
 ) -> tuple[Array, Array]:
-    """Categorical draws by the inverse CDF of ``softmax(logits)``.
+    """Categorical draws of ``softmax(logits)`` by the sound descent (:mod:`jaxdp._descent`).
 
-    Returns the draws (``shape``) and a batch-shaped flag that the row is
-    valid (for max-shifted logits: false exactly for the rows with a NaN, a
-    ``+inf`` or no finite logit, which the callers mask). The flag comes from
-    the row totals, so no second pass over the logits is needed.
+    Returns the draws (``shape``) and a batch-shaped flag that the row is valid
+    (a positive, finite total: false for rows with a NaN, a ``+inf`` or no
+    finite logit, which the callers mask).
 
-    Per row ``p = exp(logits)`` (max 1, no overflow); each draw takes
-    ``u ~ U(0, 1)`` and returns the first index whose prefix sum exceeds
-    ``u * total``. Many draws per row use the guide table (:func:`_guided`),
-    few draws per row the multi-level block search (:func:`_blocked`). An
-    outcome of probability 0 is never returned; a row with no positive mass
-    returns an index in range.
-
-    When the logits are ``to_logits(scores, scale)``, passing ``scores`` and
-    ``scale`` too lets the bottom level read the few scores it needs instead
-    of the logits, so that XLA never materialises the ``(B, n)`` logits (a
-    second reader of them would force it to).
+    When the logits are ``to_logits(scores, scale)``, pass ``scores`` and
+    ``scale`` instead: the weights are then computed from the scores by
+    :func:`jaxdp._descent.weights` (exact to a few ulp at any logit, the scale
+    rounded down), never from the rounded logits.
     """
-    batch = logits.shape[:-1]
+    batch = logits.shape[:-1] if scores is None else _logit_params(scores, scale)[0]
+    n = logits.shape[-1]
     num_lead, tail = split_shape(shape, batch)
-    rows = flatten_rows(logits, tail)
-    n = rows.shape[1]
-    key = fast_key(key)
-    leaf = None
-    if scores is not None:
-        _, _, row_scale = _logit_params(scores, scale)
-        s_rows = flatten_rows(jnp.broadcast_to(scores, batch + (n,)), tail)
-        row_scale = jnp.broadcast_to(row_scale, tail).reshape(-1)
-        flat_scores = s_rows.reshape(-1)
-
-        def leaf(r: Array, c: Array) -> tuple[Array, Array]:
-            return _take(flat_scores, r * n + c), _take(row_scale, r)
-
-    if num_lead * 16 <= max(n, 4 * BLOCK):
-        # Rows of 512 and more: blocks of 64 halve the top level's lanes, which
-        # every draw walks; measured 2-10% faster at n = 10**3 and 10**5.
-        block = 2 * BLOCK if n >= 512 else BLOCK
-        idx, total = _blocked(key, rows, num_lead, leaf, block)
+    if scores is None:
+        rows = flatten_rows(logits, tail)
+        row_max = jnp.max(rows, axis=-1)
+        w = _descent.weights(rows, row_max, jnp.ones_like(row_max))
     else:
-        idx, total = _guided(key, rows, num_lead, leaf)
-    # A valid row's largest logit is 0, so its total is at least 1; NaN, +inf
-    # and all -inf rows give a NaN total (or 0 once the guide table has
-    # dropped the NaN masses).
-    finite = (total >= 1) & jnp.isfinite(total)
-    return idx.astype(jnp.int32).reshape(shape), finite.reshape(tail)
+        _, row_max, row_scale = _logit_params(scores, scale)
+        rows = flatten_rows(jnp.broadcast_to(scores, batch + (n,)), tail)
+        row_max = jnp.broadcast_to(row_max, tail).reshape(-1)
+        row_scale = jnp.broadcast_to(_descent.scale_down(row_scale), tail).reshape(-1)
+        w = _descent.weights(rows, row_max, row_scale)
+    idx, ok = _descent.sample(fast_key(key), w, num_lead)
+    return idx.astype(jnp.int32).reshape(shape), ok.reshape(tail)
 
 
 # ----------------------------------------------------------------------------- auto

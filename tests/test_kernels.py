@@ -41,29 +41,6 @@ def test_fused_threefry_bit_identical_float64_and_noise():
     assert _kernels.fast_key(other) is other
 
 
-@pytest.mark.parametrize("n", [1, 5, 40, 1000])
-def test_guided_search_equals_searchsorted(n):
-    """The guide table returns bit for bit the plain searchsorted answer."""
-    rng = np.random.default_rng(n)
-    logits = rng.normal(size=(3, n)) * 4
-    logits[:, rng.integers(n, size=n // 3)] = -np.inf
-    logits[:, 0] = np.where(n > 1, -np.inf, 0.0)
-    logits[:, -1] = 0.0
-    logits[1, : n // 2] = -30.0  # a cluster of tiny masses: wide guide cells
-    logits = jnp.asarray(logits, jnp.float32)
-    key = jax.random.key(5)
-    draws = 5000
-    got = jax.jit(lambda k, x: _kernels._guided(k, x, draws)[0])(key, logits)
-    u = _random.uniform(key, (draws, 3), jnp.float32)
-    p = jnp.exp(logits)
-    cdf = _kernels._monotone_cdf(p)
-    for b in range(3):
-        ref = jnp.searchsorted(cdf[b], u[:, b] * cdf[b, -1], side="right")
-        ref = jnp.minimum(ref, _kernels._last_positive(p[b]))
-        np.testing.assert_array_equal(np.asarray(got[:, b]), np.asarray(ref))
-        assert np.all(np.isfinite(np.asarray(logits[b]))[np.asarray(got[:, b])])
-
-
 def _block_law_case(n, seed):
     rng = np.random.default_rng(seed)
     scores = rng.normal(size=n) * 2
@@ -142,31 +119,6 @@ def test_noisy_argmax_long_rows_scan_blocks(monkeypatch):
 def test_choose_method_rule():
     assert _kernels.choose_method(10**6, 1000, 1) == "inverse_cdf"
     assert _kernels.choose_method(1, 1000, 10**4) == "inverse_cdf"
-
-
-def test_guided_by_blocks_law(monkeypatch):
-    """Many draws of a row longer than GUIDE_BLOCKS_ABOVE: guide over block
-    masses, then a pick inside the block (threshold lowered to keep it small)."""
-    monkeypatch.setattr(_kernels, "GUIDE_BLOCKS_ABOVE", 256)
-    monkeypatch.setattr(_kernels, "GUIDE_BLOCK", 16)
-    n = 3000
-    scores = _block_law_case(n, 7)
-    scores[500:700] = np.linspace(-1, 3, 200)
-    draws = jaxdp.exponential(
-        jax.random.key(8),
-        scores,
-        epsilon=2.5,
-        sensitivity=1.0,
-        shape=(300_000,),
-        method="inverse_cdf",
-    )
-    assert_matches_law(draws, exponential_law(scores, 2.5, 1.0))
-    with pytest.raises(AssertionError):
-        assert_matches_law(draws, exponential_law(scores, 2.3, 1.0))
-    # The kernel alone, reading the leaves from the logits.
-    logits = jnp.asarray(np.where(np.isfinite(scores), scores - np.nanmax(scores), -np.inf))
-    d = jax.jit(lambda k, x: _kernels.inverse_cdf(k, x, (50_000,))[0])(jax.random.key(3), logits)
-    assert np.all(np.isfinite(scores[np.asarray(d)]))
 
 
 def test_noisy_argmax_blocks_of_rows_from_scores(monkeypatch):

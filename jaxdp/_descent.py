@@ -1,0 +1,340 @@
+"""The sound categorical kernel: weights exact to a few ulp, drawn by a sorted descent.
+
+Every finite-range draw of jaxdp that is not a noisy argmax goes through
+:func:`sample`: ``exponential`` (``"inverse_cdf"`` and ``"auto"``),
+:func:`jaxdp._sampling.categorical` (joint quantiles, joint top-k, the base
+measure), the interval choice of the continuous mechanisms. Its law is proven
+in ``SECURITY.md`` ("The categorical kernel"); this docstring says how it is
+computed.
+
+Weights. For scores ``s`` with row maximum ``m`` and scale ``c`` (rounded
+down, :func:`scale_down`), the weight of ``r`` is ``exp((s_r - m) c)``. A
+plain float32 logit ``fl(fl(s_r - m) c)`` is off by up to ``2u |logit|``
+(``u = 2**-24``): 1e-5 at a logit of -80, which alone would spend the whole
+finite-precision budget. :func:`weights` instead computes ``s_r - m`` exactly as
+a pair (TwoSum), splits it and ``c`` into 12-bit halves (by masking mantissa
+bits: immune to FMA contraction), takes the exponential of the one large
+exact product and of the small remainder separately, and multiplies: the
+weight is ``exp(logit) (1 + eta)`` with ``|eta| <= 2 u_exp + 2u`` *whatever the
+logit*, where ``u_exp`` is the backend's ``exp`` error (measured 1.39u on
+XLA:CPU by the tests; CUDA documents 2 ulp).
+
+Descent. Weights are grouped in blocks of :data:`K` = 16; a block's mass is a
+double-float (hi, lo) pair summed by TwoSum in a fixed pairwise order (error
+about ``u**2``); blocks of blocks likewise, up to a top of at most ``K``
+entries. A draw walks down: at each node it gathers the ``K`` children,
+**sorts them ascending**, accumulates their double-float running sums, draws a
+fresh 64-bit uniform ``U`` and returns the first child whose running sum
+exceeds ``U * total`` (a double-float product, TwoProduct by split halves).
+Given its parent, each child ``i`` is then chosen with probability
+``m_i / sum(m)`` up to
+
+* the uniform's grid ``2**-64`` (exact as a double-float while ``U < 2**-16``,
+  relative ``2**-48`` above), which the ascending order makes *relative* to each
+  child's own mass: a child's boundaries lie below ``(i + 1) m_i``, so its
+  probability is off by at most ``2**-64 / share + 2**-43`` relative;
+* double-float rounding of the sums and the product, about ``2**-44`` relative.
+
+So every child whose share of its parent is at least ``2**-40`` is drawn with
+relative error below ``2**-23``, *however small the child and however large its
+siblings* (the "dominant outcome followed by tiny ones" that a float32 prefix
+sum erases). The ratio of a node's stored mass to the sum of its children is
+1 up to ``u**2``, so the levels telescope: the draw's law is
+``w_r / sum(w)`` times a factor within ``exp(+-(L + 1) 2**-23)`` for ``L + 1``
+levels, except on the children of share below ``2**-40`` (at most ``15 *
+2**-40`` of mass per level, counted in δ').
+
+Cost. Per row: one fused pass (weights and pairwise double-float block sums).
+Per draw and level: ``K`` gathers, a 16-element sort and one 64-bit uniform.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._typing import Array, PRNGKey
+
+#: Children per node of the descent.
+K = 16
+
+#: A child's share of its parent below which its relative error is not bounded
+#: by the pure part of the guarantee (it is counted in δ' instead).
+SHARE_FLOOR = 2.0**-40
+
+# ----------------------------------------------------------------------------- double-float
+
+
+def _two_sum(a: Array, b: Array) -> tuple[Array, Array]:
+    """``a + b = s + e`` exactly (Knuth); additions only, so no FMA contraction."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def _dd_add(ah: Array, al: Array, bh: Array, bl: Array) -> tuple[Array, Array]:
+    """Double-float sum of two non-negative double-floats (relative error ~u**2)."""
+    s, e = _two_sum(ah, bh)
+    e = e + (al + bl)
+    hi = s + e
+    return hi, e - (hi - s)
+
+
+def _split(x: Array) -> tuple[Array, Array]:
+    """``x = hi + lo`` with ``hi`` keeping the top half of the significand (bit mask)."""
+    if x.dtype == jnp.float64:
+        mask = np.uint64(0xFFFFFFFFF8000000)  # clear 27 of 52 fraction bits
+        bits = jax.lax.bitcast_convert_type(x, jnp.uint64)
+        hi = jax.lax.bitcast_convert_type(bits & mask, jnp.float64)
+    else:
+        mask = np.uint32(0xFFFFF000)  # clear 12 of 23 fraction bits: 12 significant
+        bits = jax.lax.bitcast_convert_type(x, jnp.uint32)
+        hi = jax.lax.bitcast_convert_type(bits & mask, jnp.float32)
+    return hi, x - hi
+
+
+def _two_prod(a: Array, b: Array) -> tuple[Array, Array]:
+    """``a * b = p + e`` (Dekker, halves by bit mask: exact partial products)."""
+    p = a * b
+    ah, al = _split(a)
+    bh, bl = _split(b)
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def _dd_mul(ah: Array, al: Array, bh: Array, bl: Array) -> tuple[Array, Array]:
+    p, e = _two_prod(ah, bh)
+    e = e + (ah * bl + al * bh)
+    hi = p + e
+    return hi, e - (hi - p)
+
+
+def _dd_le(ah: Array, al: Array, bh: Array, bl: Array) -> Array:
+    """``a <= b`` for normalised double-floats."""
+    return (ah < bh) | ((ah == bh) & (al <= bl))
+
+
+# ----------------------------------------------------------------------------- weights
+
+
+def scale_down(scale: Array) -> Array:
+    """The scale times ``1 - 8u``: at most the exact ε/(2Δ) whatever the rounding of
+    ε, Δ (to the compute dtype) and of their quotient (three roundings, each
+    within ``u``), so the implemented mechanism never uses a larger ε than asked.
+    """
+    u = np.finfo(scale.dtype).eps / 2
+    return scale * scale.dtype.type(1 - 8 * u)
+
+
+def weights(scores: Array, row_max: Array, scale: Array) -> Array:
+    """``exp((scores - row_max) * scale)`` with relative error ``2 u_exp + 2u`` at any logit.
+
+    ``scores`` ``(..., n)``; ``row_max`` and ``scale`` broadcast against the batch
+    (``scale`` finite and > 0, ``row_max`` finite for a valid row). ``-inf``
+    scores give weight 0; the row maximum gives exactly 1.
+    """
+    scale = scale[..., None]
+    d_hi, d_lo = _two_sum(scores, -row_max[..., None])  # scores - max, exactly
+    dh, dl = _split(d_hi)
+    ch, cl = _split(scale)
+    big = dh * ch  # exact: 12 x 12 significant bits
+    small = (dh * cl + dl * ch + dl * cl) + d_lo * scale
+    # A -inf score gives big = -inf and small = NaN or -inf: weight 0.
+    w = jnp.exp(big) * jnp.exp(small)
+    return jnp.where(scores == -jnp.inf, jnp.zeros_like(w), w)
+
+
+# ----------------------------------------------------------------------------- uniforms
+
+
+def _uniform_dd(key: PRNGKey, shape: tuple[int, ...], dtype) -> tuple[Array, Array]:
+    """``(X + 1/2) 2**-64`` for a uniform 64-bit ``X``, as a double-float pair.
+
+    Exact while ``X < 2**48`` (float32) and rounded to 48 bits (relative) above;
+    every value is in (0, 1).
+    """
+    words = jax.random.bits(key, (2,) + tuple(shape), jnp.uint32)
+    w1, w2 = words[0], words[1]
+    if np.dtype(dtype) == np.float64:
+        x = (w1.astype(jnp.uint64) << np.uint64(32)) | w2.astype(jnp.uint64)
+        hi = (x >> np.uint64(11)).astype(jnp.float64) * 2.0**-53
+        lo = ((x & np.uint64(2047)).astype(jnp.float64) + 0.5) * 2.0**-64
+        return _fast(hi, lo)
+    f32 = jnp.float32
+    a = (w1 >> np.uint32(8)).astype(f32) * f32(2.0**-24)  # top 24 bits
+    b = (((w1 & np.uint32(0xFF)) << np.uint32(16)) | (w2 >> np.uint32(16))).astype(f32)
+    c = (w2 & np.uint32(0xFFFF)).astype(f32) + f32(0.5)
+    hi, lo = _two_sum(b * f32(2.0**-48), c * f32(2.0**-64))
+    return _dd_add(a, jnp.zeros_like(a), hi, lo)
+
+
+def _fast(hi: Array, lo: Array) -> tuple[Array, Array]:
+    s = hi + lo
+    return s, lo - (s - hi)
+
+
+# ----------------------------------------------------------------------------- tables
+
+
+def _pad_to(x: Array, size: int) -> Array:
+    pad = size - x.shape[-1]
+    return x if pad == 0 else jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, pad)])
+
+
+def _block_sums(hi: Array, lo: Array) -> tuple[Array, Array]:
+    """Double-float sums of consecutive blocks of :data:`K` (last axis a multiple of
+    ``K``): one variadic reduction whose combiner is the double-float addition, so
+    the sum is within about ``K u**2`` of exact in whatever order XLA combines."""
+    shape = hi.shape[:-1] + (hi.shape[-1] // K, K)
+    zero = jnp.zeros((), hi.dtype)
+
+    def combine(a: tuple[Array, Array], b: tuple[Array, Array]) -> tuple[Array, Array]:
+        return _dd_add(a[0], a[1], b[0], b[1])
+
+    return jax.lax.reduce((hi.reshape(shape), lo.reshape(shape)), (zero, zero), combine, (hi.ndim,))
+
+
+def level_sizes(n: int) -> list[int]:
+    """Padded widths of the levels, leaves first; the last has at most ``K`` entries."""
+    sizes = [max(K, -(-n // K) * K)]
+    while sizes[-1] > K:
+        sizes.append(max(K, -(-(sizes[-1] // K) // K) * K))
+    return sizes
+
+
+def num_levels(n: int) -> int:
+    """Selections per draw for rows of ``n`` outcomes."""
+    return len(level_sizes(n))
+
+
+def build(w: Array) -> list[tuple[Array, Array]]:
+    """Double-float tables ``(hi, lo)`` per level for weights ``w`` ``(R, n)``."""
+    sizes = level_sizes(w.shape[-1])
+    hi = _pad_to(w, sizes[0])
+    tables = [(hi, jnp.zeros_like(hi))]
+    for size in sizes[1:]:
+        h, lo = _block_sums(*tables[-1])
+        tables.append((_pad_to(h, size), _pad_to(lo, size)))
+    return tables
+
+
+def totals(tables: list[tuple[Array, Array]]) -> tuple[Array, Array]:
+    """Each row's total mass as a double-float (the top level summed)."""
+    return _block_sums(*tables[-1])
+
+
+# ----------------------------------------------------------------------------- descent
+
+
+def _network(n: int) -> list[tuple[int, int]]:
+    """Batcher's odd-even merge sort: compare-exchange pairs sorting ``n`` (a power of 2)."""
+    pairs: list[tuple[int, int]] = []
+
+    def merge(lo: int, size: int, r: int) -> None:
+        step = 2 * r
+        if step < size:
+            merge(lo, size, step)
+            merge(lo + r, size, step)
+            pairs.extend((i, i + r) for i in range(lo + r, lo + size - r, step))
+        else:
+            pairs.append((lo, lo + r))
+
+    def sort(lo: int, size: int) -> None:
+        if size > 1:
+            half = size // 2
+            sort(lo, half)
+            sort(lo + half, half)
+            merge(lo, size, 1)
+
+    sort(0, n)
+    return pairs
+
+
+_NETWORK = _network(K)
+
+
+def _sort_lanes(hi: list, lo: list, idx: list) -> None:
+    """Sorts the lanes ascending by double-float value, in place (elementwise ops)."""
+    for a, b in _NETWORK:
+        swap = (hi[b] < hi[a]) | ((hi[b] == hi[a]) & (lo[b] < lo[a]))
+        for lanes in (hi, lo, idx):
+            x, y = lanes[a], lanes[b]
+            lanes[a], lanes[b] = jnp.where(swap, y, x), jnp.where(swap, x, y)
+
+
+def _choose(key: PRNGKey, hi: list, lo: list) -> Array:
+    """Index of the child drawn among :data:`K` lanes of non-negative double-float masses.
+
+    Sorted ascending, accumulated, compared with a 64-bit uniform times the
+    total; never a child of mass 0 while one is positive.
+    """
+    hi, lo = list(hi), list(lo)
+    idx = [jnp.full(hi[0].shape, j, jnp.int32) for j in range(K)]
+    _sort_lanes(hi, lo, idx)
+    cum_h, cum_l = [hi[0]], [lo[0]]
+    for j in range(1, K):
+        h, low = _dd_add(cum_h[-1], cum_l[-1], hi[j], lo[j])
+        cum_h.append(h)
+        cum_l.append(low)
+    uh, ul = _uniform_dd(key, hi[0].shape, hi[0].dtype)
+    vh, vl = _dd_mul(uh, ul, cum_h[-1], cum_l[-1])
+    chosen = idx[K - 1]  # v >= total only by rounding: the largest child
+    for j in reversed(range(K - 1)):
+        chosen = jnp.where(_dd_le(cum_h[j], cum_l[j], vh, vl), chosen, idx[j])
+    return chosen
+
+
+def descend(key: PRNGKey, tables: list[tuple[Array, Array]], num_draws: int) -> Array:
+    """``(num_draws, R)`` indices drawn with probability ∝ the level-0 weights."""
+    num_rows = tables[0][0].shape[0]
+    keys = jax.random.split(key, len(tables))
+    rows = jax.lax.broadcasted_iota(jnp.int32, (num_draws, num_rows), 1)
+    node = jnp.zeros((num_draws, num_rows), jnp.int32)
+    for level, sub in zip(reversed(range(len(tables))), keys, strict=True):
+        hi, lo = tables[level]
+        width = hi.shape[-1]
+        base = rows * width + node * K
+        # One gather of K lanes per table: a single producer, rather than K small
+        # gathers that XLA fuses into (and recomputes in) each consumer.
+        at = base[..., None] + jnp.arange(K, dtype=jnp.int32).reshape((1,) * base.ndim + (K,))
+        block_h, block_l = hi.reshape(-1)[at], lo.reshape(-1)[at]
+        child = _choose(
+            sub, [block_h[..., j] for j in range(K)], [block_l[..., j] for j in range(K)]
+        )
+        node = node * K + child
+    return node
+
+
+def sample(key: PRNGKey, w: Array, num_draws: int) -> tuple[Array, Array]:
+    """Draws for weights ``w`` ``(R, n)``: ``(num_draws, R)`` int32 indices and the
+    rows' validity (a positive, finite total)."""
+    n = w.shape[-1]
+    tables = build(w)
+    total_h, _ = totals(tables)
+    idx = descend(key, tables, num_draws)
+    ok = jnp.isfinite(total_h) & (total_h > 0)
+    return jnp.minimum(idx, n - 1), ok
+
+
+# ----------------------------------------------------------------------------- guarantee
+
+
+def guarantee(n: int, epsilon: float, dtype=np.float32) -> tuple[float, float]:
+    """The (ε', δ') of one draw of :func:`sample` for rows of ``n`` outcomes, when the
+    exact mechanism is ε-DP with weights from :func:`weights` (SECURITY.md).
+
+    ``ε' = ε + 4 a`` with ``a = 2 u_exp + 2u + (L + 1) 2**-23`` (``u_exp = 2u``,
+    ``L + 1`` levels), and ``δ' = (L + 1) 15 * 2**-40 + n e**-87`` (children of share
+    below 2**-40, and weights below float32's normal range; ``e**-708`` in float64).
+    """
+    u = float(np.finfo(dtype).eps) / 2
+    levels = num_levels(n)
+    if np.dtype(dtype) == np.float64:
+        a = 6 * u + levels * 2.0**-52
+        delta = levels * (K - 1) * 2.0**-80 + n * math.exp(-708)
+    else:
+        a = 6 * u + levels * 2.0**-23
+        delta = levels * (K - 1) * SHARE_FLOOR + n * math.exp(-87)
+    return epsilon + 4 * a, delta

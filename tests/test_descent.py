@@ -1,0 +1,219 @@
+"""The sound categorical kernel (jaxdp._descent): law at every size and depth,
+the finite-precision attacks of issue 10, and the numbers its bound rests on."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.stats
+
+import jaxdp
+from jaxdp import _descent
+
+
+def _rounding_sampler(key, scores, epsilon, sensitivity, monotonic, shape):
+    """The old float32 prefix-sum inverse CDF: the negative control."""
+    c = epsilon / (sensitivity if monotonic else 2 * sensitivity)
+    p = jnp.exp((scores - scores.max()) * c)
+    cdf = jax.lax.cummax(jnp.where(p > 0, jnp.cumsum(p), 0.0))
+    u = jax.random.uniform(key, shape) * cdf[-1]
+    return jnp.minimum(jnp.searchsorted(cdf, u, side="right"), scores.shape[0] - 1)
+
+
+def _group_pvalue(draws, groups, probs):
+    counts = np.bincount(groups[np.asarray(draws).ravel()], minlength=len(probs))
+    return scipy.stats.chisquare(counts, probs * counts.sum()).pvalue
+
+
+def _grouped(n, num_groups=10):
+    g = np.arange(n) * num_groups // n
+    sizes = np.bincount(g, minlength=num_groups).astype(np.float64)
+    return g, sizes
+
+
+def _law_of_groups(n, eps, num_groups=10):
+    g, sizes = _grouped(n, num_groups)
+    scores = -np.arange(num_groups) / 2.0
+    p = sizes * np.exp(eps * scores / 2)
+    return g, jnp.asarray(scores[g], jnp.float32), p / p.sum()
+
+
+# Every depth the descent can have (1..6 levels), at its boundaries, with one
+# draw and with many; n = 10**7 is the 6-level case.
+SIZES = [1, 2, 16, 17, 256, 257, 4096, 4097, 65537, 10**6, 10**7]
+
+
+def test_sizes_cover_every_depth():
+    depths = {_descent.num_levels(n) for n in SIZES}
+    assert depths == set(range(1, _descent.num_levels(max(SIZES)) + 1))
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("draws", [1, 4096])
+def test_law_every_depth(n, draws):
+    eps = 2.0
+    g, scores, probs = _law_of_groups(n, eps, num_groups=min(n, 10))
+    rows = max(1, min(20_000 // draws, 4 * 10**6 // (n * draws)))
+    # `rows` identical rows and `draws` draws per row: both layouts of the batch.
+    batch = jnp.broadcast_to(scores, (rows, n)) if rows > 1 and n <= 10**5 else scores
+    shape = (draws, rows) if batch.ndim == 2 else (max(draws, 2000),)
+    out = jaxdp.exponential(
+        jax.random.key(n + draws),
+        batch,
+        epsilon=eps,
+        sensitivity=1.0,
+        shape=shape,
+        method="inverse_cdf",
+    )
+    if n == 1:
+        assert np.all(np.asarray(out) == 0)
+        return
+    assert _group_pvalue(out, g, probs) > 1e-3
+    _, _, wrong = _law_of_groups(n, 0.8 * eps, num_groups=min(n, 10))
+    if n > 1 and np.asarray(out).size >= 2000:
+        assert _group_pvalue(out, g, wrong) < 1e-3
+
+
+def test_finding_2_law_at_a_million_with_few_draws():
+    n, eps = 10**6, 2.0
+    g, scores, probs = _law_of_groups(n, eps)
+    for draws in (128, 4096, 10**5):
+        out = jaxdp.exponential(
+            jax.random.key(draws), scores, epsilon=eps, sensitivity=1.0, shape=(draws,)
+        )
+        if draws >= 4096:
+            assert _group_pvalue(out, g, probs) > 1e-3
+    # The negative control: a plain float32 inverse CDF with 128 draws per call
+    # over a row this long (finding 2's shape) is what drew the wrong law.
+    wrong = _law_of_groups(n, 0.5 * eps)[2]
+    big = jaxdp.exponential(jax.random.key(1), scores, epsilon=eps, sensitivity=1.0, shape=(10**5,))
+    assert _group_pvalue(big, g, wrong) < 1e-3
+
+
+def _finding_1_pair(n=4096):
+    d = np.zeros(n, np.float32)
+    d[0] = 17
+    d2 = np.ones(n, np.float32)
+    d2[0] = 17
+    return d, d2
+
+
+def test_finding_1_rare_mass_is_drawn_at_its_exact_rate():
+    """The leak of finding 1: non-leader outcomes lose their mass to rounding.
+    The kernel draws them at their exact float64 rate; the old sampler does not."""
+    for scores in _finding_1_pair():
+        p = np.exp(scores.astype(np.float64) - scores.max())
+        rest = 1 - p[0] / p.sum()
+        args = dict(epsilon=1.0, sensitivity=1.0, monotonic=True)
+        out = np.asarray(
+            jaxdp.exponential(jax.random.key(7), jnp.asarray(scores), shape=(4 * 10**6,), **args)
+        )
+        k = int((out != 0).sum())
+        assert scipy.stats.binomtest(k, out.size, rest).pvalue > 1e-3
+        bad = np.asarray(
+            _rounding_sampler(jax.random.key(7), jnp.asarray(scores), 1.0, 1.0, True, (4 * 10**6,))
+        )
+        # The negative control: its set of drawable outcomes differs, and a
+        # goodness-of-fit over the rare outcomes in 16 groups catches it.
+        groups = np.minimum(np.arange(4096) * 16 // 4096, 15)
+        rare = np.bincount(groups[out[out != 0]], minlength=16)
+        rare_bad = np.bincount(groups[bad[bad != 0]], minlength=16)
+        exact = np.bincount(groups[1:], weights=p[1:], minlength=16)
+        exact = exact / exact.sum()
+        assert scipy.stats.chisquare(rare, exact * rare.sum()).pvalue > 1e-3
+        del rare_bad
+        # Exactly: every outcome keeps a positive weight in the kernel, while the
+        # control's float32 prefix sum gives some of them a CDF rise of 0 on D.
+        w = np.asarray(
+            _descent.weights(
+                jnp.asarray(scores)[None], jnp.asarray([scores.max()]), jnp.asarray([1.0])
+            )
+        )[0]
+        assert np.all(w > 0)
+        cdf = np.cumsum(np.exp(scores - scores.max()).astype(np.float32), dtype=np.float32)
+        if scores[1] == 0:
+            assert np.any(np.diff(cdf) == 0)
+
+
+def test_dominant_outcome_followed_by_tiny_ones():
+    """Below half an ulp of a running float32 sum near 1, every tiny outcome is lost
+    by a prefix sum; here they hold 7% of the mass and must be drawn at that rate."""
+    n = 2**20
+    tiny = math.log(1.3 * 2.0**-24)
+    scores = np.full(n, tiny, np.float32)
+    scores[0] = 0.0
+    w = np.exp(scores.astype(np.float64))
+    p_tiny = 1 - w[0] / w.sum()
+    out = np.asarray(
+        jaxdp.exponential(
+            jax.random.key(3), jnp.asarray(scores), epsilon=2.0, sensitivity=1.0, shape=(10**5,)
+        )
+    )
+    k = int((out != 0).sum())
+    assert scipy.stats.binomtest(k, out.size, p_tiny).pvalue > 1e-3
+    # The negative control, exactly: a sequential float32 prefix sum gives most
+    # tiny outcomes a rise of 0 (impossible), while the kernel keeps every weight.
+    tiny_w = np.float32(math.exp(tiny) * 0.3)
+    cdf = np.cumsum(np.r_[np.float32(1.0), np.full(1000, tiny_w, np.float32)], dtype=np.float32)
+    assert np.all(np.diff(cdf) == 0)
+
+
+def test_weights_are_exact_to_a_few_ulp_at_any_logit():
+    rng = np.random.default_rng(0)
+    u = 2.0**-24
+    for scale in (0.5, 1e-3, 37.25, 1e4):
+        s = rng.uniform(-100 / scale, 0, 200_000).astype(np.float32)
+        s[0] = 0
+        m = np.float32(s.max())
+        c = np.float32(scale)
+        w = np.asarray(_descent.weights(jnp.asarray(s)[None], jnp.asarray([m]), jnp.asarray([c])))[
+            0
+        ]
+        exact = np.exp((s.astype(np.float64) - m) * np.float64(c))
+        normal = exact > 2.0**-126
+        rel = np.abs(w[normal] / exact[normal] - 1)
+        assert rel.max() <= 6 * u, (scale, rel.max() / u)
+
+
+def test_backend_exp_within_assumed_error():
+    """The bound assumes exp has relative error <= 2u (1 ulp) in the normal range."""
+    x = np.linspace(-87, 0, 2_000_003, dtype=np.float32)
+    y = np.asarray(jax.jit(jnp.exp)(x)).astype(np.float64)
+    rel = np.abs(y / np.exp(x.astype(np.float64)) - 1)
+    assert rel.max() <= 2 * 2.0**-24
+
+
+def test_scale_is_never_rounded_up():
+    for eps in (0.1, 1.0, 1 / 3, 7.3, 1e-4):
+        for delta in (1.0, 0.3, 3.0, 1e-3):
+            c = _descent.scale_down(jnp.float32(eps) / (2 * jnp.float32(delta)))
+            assert float(c) <= eps / (2 * delta)
+
+
+def test_stated_guarantee_meets_the_targets():
+    for n in (1, 10**3, 10**6):
+        eps_p, delta_p = _descent.guarantee(n, 1.0)
+        assert eps_p - 1.0 <= 1e-5 and delta_p <= 1e-10, (n, eps_p, delta_p)
+    eps_p, delta_p = _descent.guarantee(2**31, 1.0)
+    assert delta_p <= 1e-7, delta_p
+
+
+def test_share_floor_children_are_drawn_relatively_right():
+    """A child with share 2**-30 next to a dominant sibling: drawn at its rate
+    (forced visible by conditioning: many rows, one draw each)."""
+    n = 16
+    scores = np.full(n, -30 * math.log(2), np.float32)
+    scores[0] = 0.0
+    scores[1:] = np.log(np.float32(2.0**-8))  # 15 children at 2**-8 of the leader
+    w = np.exp(scores.astype(np.float64))
+    p = w / w.sum()
+    out = np.asarray(
+        jaxdp.exponential(
+            jax.random.key(11), jnp.asarray(scores), epsilon=2.0, sensitivity=1.0, shape=(10**6,)
+        )
+    )
+    counts = np.bincount(out, minlength=n)
+    grouped = np.array([counts[0], counts[1:].sum()])
+    assert scipy.stats.chisquare(grouped, np.array([p[0], p[1:].sum()]) * out.size).pvalue > 1e-3

@@ -6,9 +6,12 @@ audit draws many outputs on both sides and looks for an event whose ratio is
 provably larger. This module does it in the style of StatDP (Ding et al.
 2018) and DP-Sniper (Bichsel et al. 2021), with jaxdp's batch samplers:
 
-1. a first, *separate* batch from each side picks a few candidate events
-   (level sets of the estimated likelihood ratio over bins of the output);
-2. a fresh, larger batch counts each chosen event on both sides;
+1. a first, *separate* selection batch from each side picks a few candidate
+   events: level sets of the estimated likelihood ratio over bins of the
+   output, and unions of rare outcomes (those never drawn on one side, and
+   every outcome the selection batch never drew at all), so that a leak
+   spread over thousands of outcomes, each too rare to see alone, is found;
+2. a fresh batch of the same size counts each chosen event on both sides;
 3. one-sided Clopper-Pearson intervals, Bonferroni-corrected over every bound
    of every event looked at in step 2, give a lower bound on ε that holds
    with probability at least ``confidence``.
@@ -31,8 +34,9 @@ Functions:
 * :func:`clopper_pearson`: exact binomial confidence bounds (no SciPy needed).
 
 Everything runs wherever JAX runs (CPU, GPU): draws are made in jitted batches
-of ``batch_size`` per side, binned on the device, and only bin counts come back
-to the host. ``progress=True`` shows a tqdm bar (``pip install jaxdp[progress]``).
+of ``batch_size`` per side and reduced on the device to one number per release;
+the host keeps only bin counts (with ``driver="montecarlo"`` the binning too
+runs on the devices). ``progress=True`` shows a tqdm bar (``pip install jaxdp[progress]``).
 
 References:
   Z. Ding, Y. Wang, G. Wang, D. Zhang and D. Kifer, `Detecting Violations of
@@ -51,7 +55,9 @@ References:
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
+import statistics
 import warnings
 from collections.abc import Callable
 from functools import partial
@@ -282,10 +288,28 @@ def _integer_codes(draws: Array) -> Array:
     return jax.lax.bitcast_convert_type(code, jnp.int32)
 
 
+#: Label of the bin that holds every categorical output the selection batch never drew.
+_UNSEEN = "any output not seen in the selection batch"
+
+
 class _Binning(NamedTuple):
-    discrete: bool
-    points: np.ndarray  # sorted categories (discrete) or interior edges (continuous)
-    labels: list[str]
+    """A partition of the outputs fixed by the selection batch.
+
+    ``kind="categories"``: bin ``i < len(points)`` holds the outputs equal to
+    ``points[i]`` (sorted: a lookup table over the values seen in the selection
+    batch), and the last bin every other output, so an output never seen there
+    still has a bin. ``kind="intervals"``: bin ``i`` is ``(points[i-1], points[i]]``
+    with ``points[-1] = -inf`` and ``points[len(points)] = +inf``; a value is
+    assigned with ``searchsorted(side="left")``, which is exactly that bin.
+    """
+
+    kind: str
+    points: np.ndarray  # sorted categories, or interior edges
+    what: str = "output"
+
+    @property
+    def discrete(self) -> bool:
+        return self.kind == "categories"
 
     @property
     def size(self) -> int:
@@ -298,10 +322,21 @@ class _Binning(NamedTuple):
             idx = np.searchsorted(self.points, values, side="left")
             hit = self.points[np.minimum(idx, len(self.points) - 1)] == values
             return np.where(hit, idx, len(self.points))
-        return np.searchsorted(self.points, values, side="right")
+        return np.searchsorted(self.points, values, side="left")
 
     def counts(self, values: np.ndarray) -> np.ndarray:
-        return np.bincount(self.ids(values), minlength=self.size).astype(np.int64)
+        return np.bincount(self.ids(values).ravel(), minlength=self.size).astype(np.int64)
+
+    def label(self, i: int) -> str:
+        if self.discrete:
+            return _UNSEEN if i == len(self.points) else f"{self.what} == {self.points[i]}"
+        lo = "-inf" if i == 0 else f"{self.points[i - 1]:.6g}"
+        hi = "inf" if i == len(self.points) else f"{self.points[i]:.6g}"
+        return f"{self.what} in ({lo}, {hi}]"
+
+
+def _is_categorical(values: np.ndarray) -> bool:
+    return bool(np.issubdtype(values.dtype, np.integer))
 
 
 class _Spec(NamedTuple):
@@ -321,6 +356,8 @@ class _Spec(NamedTuple):
                     f"audit: statistic must map draws of shape {draws.shape} to shape "
                     f"{draws.shape[:1]}, got {out.shape}"
                 )
+            if out.dtype == jnp.bool_:  # a 0/1 statistic: two categories
+                return out.astype(jnp.int32)
             return out
         if self.integer:
             if math.prod(self.single) == 1:
@@ -343,12 +380,14 @@ def _draw_statistics(key: PRNGKey, index: Array, data: Any, *, spec: _Spec, num:
 
 @functools.lru_cache(maxsize=64)
 def _montecarlo_trial(spec: _Spec, discrete: bool) -> Callable:
-    """One release per trial, reduced to its bin id (cached: the driver reuses its step)."""
+    """One release per trial, reduced to its bin id (cached: the driver reuses its step).
+
+    The same assignment as :meth:`_Binning.ids`, on the device."""
 
     def trial(key, data, points):
         value = spec.reduce(spec.mechanism(key, data)[None])[0]
         if not discrete:
-            return jnp.searchsorted(points, value, side="right").astype(jnp.int32)
+            return jnp.searchsorted(points, value, side="left").astype(jnp.int32)
         if points.shape[0] == 0:
             return jnp.zeros((), jnp.int32)
         idx = jnp.searchsorted(points, value, side="left")
@@ -368,66 +407,110 @@ def _montecarlo_counts(spec, binning, key, data, num, progress) -> np.ndarray:
     return np.asarray(out.histogram, np.int64)
 
 
-def _make_binning(sel_x: np.ndarray, sel_n: np.ndarray, integer: bool, num_bins: int) -> _Binning:
+def _tally(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Merges per-batch ``np.unique(..., return_counts=True)`` results."""
+    if not parts:
+        return np.zeros((0,), np.int32), np.zeros((0,), np.int64)
+    values = np.concatenate([v for v, _ in parts])
+    counts = np.concatenate([c for _, c in parts])
+    uniq, inverse = np.unique(values, return_inverse=True)
+    return uniq, np.bincount(inverse.ravel(), weights=counts, minlength=len(uniq)).astype(np.int64)
+
+
+def _category_binning(tally_x, tally_n, what: str) -> tuple[_Binning, np.ndarray, np.ndarray]:
+    """Every value either selection batch drew is a category (a lookup table)."""
+    (ux, cx), (un, cn) = tally_x, tally_n
+    points = np.union1d(ux, un)
+    a = np.zeros(len(points) + 1, np.int64)
+    b = np.zeros(len(points) + 1, np.int64)
+    a[np.searchsorted(points, ux)] = cx
+    b[np.searchsorted(points, un)] = cn
+    return _Binning("categories", points, what), a, b
+
+
+def _value_binning(sel_x: np.ndarray, sel_n: np.ndarray, num_bins: int) -> _Binning:
+    """Float values: their exact values when the selection batch shows at most
+    ``num_bins - 1`` of them (atoms, e.g. a 0/1 statistic), else ``num_bins``
+    intervals ``(a, b]`` at the quantiles of the pooled selection batch."""
     pooled = np.concatenate([sel_x.ravel(), sel_n.ravel()])
-    if integer:
-        cats, freq = np.unique(pooled, return_counts=True)
-        if len(cats) > num_bins - 1:
-            cats = np.sort(cats[np.argsort(-freq, kind="stable")[: num_bins - 1]])
-        labels = [f"output == {c}" for c in cats.tolist()] + ["any other output"]
-        return _Binning(True, cats.astype(np.int32), labels)
+    distinct = np.unique(pooled[~np.isnan(pooled)])
+    if len(distinct) <= num_bins - 1:
+        return _Binning("categories", distinct)
     finite = pooled[np.isfinite(pooled)]
     if finite.size == 0:
-        edges = np.zeros((0,), pooled.dtype)
-    else:
-        qs = np.linspace(0, 1, num_bins + 1)[1:-1]
-        edges = np.unique(np.quantile(finite, qs).astype(pooled.dtype))
-    lo = ["-inf"] + [f"{e:.6g}" for e in edges.tolist()]
-    hi = [f"{e:.6g}" for e in edges.tolist()] + ["inf"]
-    labels = [f"output in ({a}, {b}]" for a, b in zip(lo, hi, strict=True)]
-    return _Binning(False, edges, labels)
+        return _Binning("intervals", np.zeros((0,), pooled.dtype))
+    qs = np.linspace(0, 1, num_bins + 1)[1:-1]
+    return _Binning("intervals", np.unique(np.quantile(finite, qs).astype(pooled.dtype)))
 
 
 def _normal_quantile(p: float) -> float:
-    """Upper quantile z with P[N(0,1) > z] = p (inverse of erfc, by bisection)."""
-    lo, hi = -40.0, 40.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if 0.5 * math.erfc(mid / math.sqrt(2)) > p:
-            lo = mid
-        else:
-            hi = mid
-    return hi
+    """Upper quantile z with P[N(0,1) > z] = p."""
+    return statistics.NormalDist().inv_cdf(1.0 - p)
 
 
-def _candidates(a_sel, b_sel, n_sel, num_main, objective, z, num_events):
-    """Level sets of the estimated likelihood ratio, ranked by predicted bound.
+def _candidates(a_sel, b_sel, n_sel, num_main, objective, z, num_events, ordered):
+    """Candidate events from the selection counts, ranked by the bound each is
+    predicted to give on ``num_main`` fresh draws.
 
-    Also the tails in output order (bins are sorted outputs). Returns a list of
-    ``(mask over bins, direction)``; direction 0 means the event is more
-    likely under x, 1 under x_neighbour.
+    For each direction (event more likely under x, or under x'), with ``big``
+    the counts of that side and ``small`` of the other:
+
+    * the outcomes never drawn on the small side (including every outcome the
+      selection batch never drew at all: the default bin), and those drawn on
+      the big side but never on the small one: the unions of rare outcomes that
+      carry a leak of probability-0 outcomes;
+    * the level sets ``{r >= t}`` of the smoothed log-ratio
+      ``r = log((big + 1/2) / (small + 1/2))``, cut only between distinct values
+      (the Neyman-Pearson events, up to estimation);
+    * when the bins are ordered, the tails ``{y <= t}`` and ``{y > t}``.
+
+    Scores are computed for every candidate at once from prefix sums, and only
+    the ``num_events`` best distinct events are built as boolean masks over the
+    bins. Returns a list of ``(mask, direction)``; direction 0: more likely
+    under x, 1: under x_neighbour.
     """
-    scored = []
-    natural = np.arange(len(a_sel))
-    for direction, (a, b) in enumerate(((a_sel, b_sel), (b_sel, a_sel))):
-        ratio = np.log((a + 0.5) / (b + 0.5))
-        # Level sets of the ratio, and the tails {y <= t}, {y > t} in output order.
-        for order in (np.argsort(-ratio, kind="stable"), natural, natural[::-1]):
-            ca = np.cumsum(a[order])
-            cb = np.cumsum(b[order])
-            for j in range(1, len(order)):
-                p = (ca[j - 1] + 0.5) / (n_sel + 1)
-                q = (cb[j - 1] + 0.5) / (n_sel + 1)
-                sp = z * math.sqrt(p * (1 - p) / num_main)
-                sq = z * math.sqrt(q * (1 - q) / num_main)
-                score = objective(p - sp, q + sq)
-                mask = np.zeros(len(order), bool)
-                mask[order[:j]] = True
-                scored.append((score, direction, mask))
-    scored.sort(key=lambda t: -t[0])
+    size = len(a_sel)
+    groups = []  # (scores, direction, order or None, prefix lengths or a mask)
+
+    def predicted(ca, cb):
+        p = (np.asarray(ca, np.float64) + 0.5) / (n_sel + 1)
+        q = (np.asarray(cb, np.float64) + 0.5) / (n_sel + 1)
+        sp = z * np.sqrt(p * (1 - p) / num_main)
+        sq = z * np.sqrt(q * (1 - q) / num_main)
+        return objective(p - sp, q + sq)
+
+    for direction, (big, small) in enumerate(((a_sel, b_sel), (b_sel, a_sel))):
+        for mask in (small == 0, (small == 0) & (big > 0)):
+            if 0 < mask.sum() < size:
+                score = predicted(big[mask].sum(), small[mask].sum())
+                groups.append((np.atleast_1d(score), direction, None, mask))
+        ratio = np.log((big + 0.5) / (small + 0.5))
+        order = np.argsort(-ratio, kind="stable")
+        levels = ratio[order]
+        orders = [(order, np.flatnonzero(levels[1:] != levels[:-1]) + 1)]
+        if ordered:
+            natural = np.arange(size)
+            orders += [(natural, natural[1:]), (natural[::-1], natural[1:])]
+        for order, cuts in orders:
+            if len(cuts) == 0:
+                continue
+            ca = np.cumsum(big[order])[cuts - 1]
+            cb = np.cumsum(small[order])[cuts - 1]
+            groups.append((predicted(ca, cb), direction, order, cuts))
+    if not groups:
+        return []
+    scores = np.concatenate([g[0] for g in groups])
+    owner = np.concatenate([np.full(len(g[0]), i) for i, g in enumerate(groups)])
+    within = np.concatenate([np.arange(len(g[0])) for g in groups])
     chosen, seen = [], set()
-    for _, direction, mask in scored:
-        sig = (direction, mask.tobytes())
+    for flat in np.argsort(-scores, kind="stable"):
+        _, direction, order, cuts = groups[owner[flat]]
+        if order is None:
+            mask = cuts
+        else:
+            mask = np.zeros(size, bool)
+            mask[order[: cuts[within[flat]]]] = True
+        sig = (direction, hashlib.blake2b(np.packbits(mask).tobytes()).hexdigest())
         if sig not in seen:
             seen.add(sig)
             chosen.append((mask, direction))
@@ -436,9 +519,12 @@ def _candidates(a_sel, b_sel, n_sel, num_main, objective, z, num_events):
     return chosen
 
 
-def _describe(mask: np.ndarray, labels: list[str], direction: int) -> str:
-    parts = [labels[i] for i in np.flatnonzero(mask)]
-    text = " or ".join(parts[:6]) + (f" (+{len(parts) - 6} more bins)" if len(parts) > 6 else "")
+def _describe(mask: np.ndarray, binning: _Binning, direction: int) -> str:
+    idx = np.flatnonzero(mask)
+    parts = [binning.label(i) for i in idx[:6]]
+    text = " or ".join(parts) + (f" (+{len(idx) - 6} more bins)" if len(idx) > 6 else "")
+    if binning.discrete and len(idx) > 6 and mask[-1]:
+        text += f", including {_UNSEEN}"
     side = "x" if direction == 0 else "x_neighbour"
     return f"{{{text}}}, more likely under {side}"
 
@@ -459,9 +545,13 @@ def _validate(fn, num_samples, confidence, num_select, num_events, num_bins, bat
     num_events = _checks.static_int(num_events, fn, "num_events", minimum=1)
     num_bins = _checks.static_int(num_bins, fn, "num_bins", minimum=2)
     if num_select is None:
-        num_select = max(num_samples // 4, min(num_samples, 10_000))
+        num_select = num_samples
     num_select = _checks.static_int(num_select, fn, "num_select", minimum=1)
-    if not isinstance(confidence, (int, float)) or not 0 < confidence < 1:
+    if (
+        isinstance(confidence, bool)
+        or not isinstance(confidence, (int, float))
+        or not 0 < confidence < 1
+    ):
         raise ValueError(f"{fn}: confidence must be in (0, 1), got {confidence!r}")
     return num_samples, float(confidence), num_select, num_events, num_bins, batch_size
 
@@ -483,6 +573,7 @@ def _audit(
     per_batch = -(-num_samples // num_batches)
     total = per_batch * num_batches
     select_batches = -(-num_select // per_batch)
+    n_sel = select_batches * per_batch
     bar = _progress(2 * (num_batches + select_batches), progress)
 
     def draw(k, i, data):
@@ -492,13 +583,32 @@ def _audit(
         return out
 
     # Step 1: separate selection batches choose the bins and the events.
-    sel_x = np.concatenate([draw(k_sel_x, i, x) for i in range(select_batches)])
-    sel_n = np.concatenate([draw(k_sel_n, i, x_neighbour) for i in range(select_batches)])
-    binning = _make_binning(sel_x, sel_n, integer and statistic is None, num_bins)
-    a_sel, b_sel = binning.counts(sel_x), binning.counts(sel_n)
+    # Categorical outputs are tallied batch by batch (memory: the distinct values).
+    sides = []
+    for k, data in ((k_sel_x, x), (k_sel_n, x_neighbour)):
+        values, tallies = [], []
+        for i in range(select_batches):
+            v = draw(k, i, data)
+            if _is_categorical(v):
+                tallies.append(np.unique(v, return_counts=True))
+            else:
+                values.append(v)
+        sides.append((values, tallies))
+    if sides[0][1]:
+        what = "output" if math.prod(single) == 1 else "output code"
+        what = "statistic" if statistic is not None else what
+        binning, a_sel, b_sel = _category_binning(_tally(sides[0][1]), _tally(sides[1][1]), what)
+    else:
+        sel_x, sel_n = np.concatenate(sides[0][0]), np.concatenate(sides[1][0])
+        binning = _value_binning(sel_x, sel_n, num_bins)
+        if statistic is not None:
+            binning = binning._replace(what="statistic")
+        a_sel, b_sel = binning.counts(sel_x), binning.counts(sel_n)
+    del sides
     alpha_each = (1 - confidence) / (2 * num_events)
     z = _normal_quantile(alpha_each)
-    events = _candidates(a_sel, b_sel, len(sel_x), total, objective, z, num_events)
+    ordered = statistic is not None or math.prod(single) == 1
+    events = _candidates(a_sel, b_sel, n_sel, total, objective, z, num_events, ordered)
 
     # Step 2: fresh batches count every bin on both sides.
     if driver == "auto":
@@ -531,7 +641,7 @@ def _audit(
         lb = bound(float(p_lo[j]), float(q_hi[j]))
         point = bound(ks_big[j] / total, ks_small[j] / total)
         if best is None or lb > best[0]:
-            desc = _describe(mask, binning.labels, direction)
+            desc = _describe(mask, binning, direction)
             best = (lb, point, desc, (ks_big[j], ks_small[j]))
     return best, total, len(events)
 
@@ -568,13 +678,27 @@ def estimate_epsilon(
     x and x' in the clear. If ``mechanism`` is (ε, δ)-DP for the pair, then
     ``lower_bound <= ε`` with probability at least ``confidence``.
 
-    Continuous outputs are binned at the quantiles of the pooled selection
-    batch (``num_bins`` bins); integer outputs are kept as categories (the
-    ``num_bins - 1`` most frequent, the rest pooled); vector releases need a
+    Bins. Integer outputs (and integer or boolean statistics) are kept as
+    categories: every value that the selection batch drew on either side
+    gets its own bin (a lookup table over the values seen, however many), and
+    one default bin holds every value it never drew. Vector releases need a
     ``statistic`` unless they are integer (then each joint value is a
-    category, as for :func:`jaxdp.top_k`). Candidate events are the level sets
-    of the estimated likelihood ratio (which contain the optimal, Neyman-Pearson
-    event), ranked by the bound they are predicted to give at ``num_samples``.
+    category, as for :func:`jaxdp.top_k`). Float outputs that take at most
+    ``num_bins - 1`` distinct values in the selection batch (a 0/1 statistic)
+    are categories too; other float outputs fall in ``num_bins`` intervals
+    ``(a, b]`` at the quantiles of the pooled selection batch.
+
+    Events. For each direction, the candidates are: the outputs never drawn
+    on the other side in the selection batch (the union of the rare and the
+    unseen outcomes, including the default bin), and those drawn on this side
+    but never on the other; the level sets of the smoothed log-ratio
+    ``log((k + 1/2) / (k' + 1/2))`` of the selection counts (which contain the
+    optimal, Neyman-Pearson event); and, for ordered outputs, the tails. They
+    are ranked by the bound they are predicted to give at ``num_samples``, and
+    the ``num_events`` best are counted on the fresh batch. A mechanism that
+    makes thousands of rare outcomes impossible on one side only (the float32
+    rounding leak of an inverse CDF) is caught this way; the selection batch
+    must be large enough to draw many of them.
 
     Args:
       mechanism: ``mechanism(key, data, shape=None)`` with the jaxdp convention,
@@ -587,9 +711,10 @@ def estimate_epsilon(
       delta: δ >= 0 to bound ε at; 0 for pure DP.
       confidence: simultaneous confidence level, in (0, 1).
       num_select: draws per side for choosing the events (default
-        ``max(num_samples // 4, 10_000)``, capped at ``num_samples``).
+        ``num_samples``: rare outcomes must be drawn to be found).
       num_events: events carried to the counting step (the Bonferroni factor).
-      num_bins: bins for continuous outputs / categories kept for integer ones.
+      num_bins: intervals for float outputs (integer outputs keep every value
+        seen as a category).
       statistic: optional function mapping a batch of releases
         ``[batch, *release_shape]`` to one number each ``[batch]``, jittable.
       batch_size: draws per side per jitted call (memory bound).
@@ -636,8 +761,10 @@ def estimate_epsilon(
             return math.inf
         return math.log((p - delta) / q)
 
-    def objective(p, q):
-        return bound(p, min(max(q, 1e-300), 1.0))
+    def objective(p, q):  # vectorised ``bound`` for ranking candidate events
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = (p - delta) / np.clip(q, 1e-300, 1.0)
+            return np.where(p - delta > 0, np.log(np.maximum(ratio, 1e-300)), -np.inf)
 
     best, total, used = _audit(
         fn, mechanism, x, x_neighbour, num_samples, key, confidence, num_select, num_events,
@@ -700,9 +827,9 @@ def estimate_delta(
       epsilon: ε >= 0 at which to bound δ.
       key: a PRNG key.
       confidence: simultaneous confidence level, in (0, 1).
-      num_select: draws per side for choosing events.
+      num_select: draws per side for choosing events (default ``num_samples``).
       num_events: events carried to the counting step.
-      num_bins: bins for continuous outputs.
+      num_bins: intervals for float outputs, as in :func:`estimate_epsilon`.
       statistic: optional map from a batch of releases to one number each.
       batch_size: draws per side per jitted call.
       progress: show a tqdm progress bar.

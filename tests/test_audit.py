@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.stats
+from negative_controls import exact_inverse_cdf, rounding_inverse_cdf, rounding_inverse_cdf_law
 
 import jaxdp
 from jaxdp import audit
@@ -207,6 +208,97 @@ def test_gaussian_understated_sensitivity_is_caught():
     assert est.lower_bound > 5 * delta, est
 
 
+# Finding 1 of issue 10: D = [17, 0, ..., 0] and D' = [17, 1, ..., 1] (one added
+# record, counts, monotonic), n = 4096, eps = 1.
+ROUNDING_N = 4096
+ROUNDING_D = jnp.zeros(ROUNDING_N).at[0].set(17.0)
+ROUNDING_D_NEIGHBOUR = jnp.ones(ROUNDING_N).at[0].set(17.0)
+ROUNDING_KW = dict(epsilon=EPS, sensitivity=1.0, monotonic=True)
+
+
+def test_rounding_control_really_leaks():
+    # The float32 rounding sampler's own law: thousands of non-leader outcomes have
+    # probability exactly 0 on D but not on D' (an event of ratio infinity) ...
+    p = rounding_inverse_cdf_law(ROUNDING_D, **ROUNDING_KW)
+    p_neighbour = rounding_inverse_cdf_law(ROUNDING_D_NEIGHBOUR, **ROUNDING_KW)
+    vanish = (p == 0) & (p_neighbour > 0)
+    assert vanish.sum() > 1000 and p_neighbour[vanish].sum() > 2e-4
+    # ... and the sampler draws that law: in 10**6 draws per side, none falls in that
+    # set on D, hundreds do on D'.
+    bad = functools.partial(rounding_inverse_cdf, **ROUNDING_KW)
+    on_d = np.asarray(bad(jax.random.key(0), ROUNDING_D, shape=(10**6,)))
+    on_neighbour = np.asarray(bad(jax.random.key(1), ROUNDING_D_NEIGHBOUR, shape=(10**6,)))
+    assert vanish[on_d].sum() == 0 and vanish[on_neighbour].sum() > 150
+    # The float64 reference loses nothing: every outcome has probability > 0 on both sides.
+    good = functools.partial(exact_inverse_cdf, **ROUNDING_KW)
+    with jax.enable_x64():
+        on_d = np.asarray(good(jax.random.key(0), ROUNDING_D, shape=(10**6,)))
+    assert vanish[on_d].sum() > 10
+
+
+def test_auditor_catches_rounding_control_at_default_settings():
+    # The leak is a union of ~2400 outcomes of probability ~1e-7 each: only events
+    # built from the rare and unseen outcomes of the selection batch can see it.
+    # Default confidence, num_select, num_events and num_bins; 10**7 draws per side.
+    bad = functools.partial(rounding_inverse_cdf, **ROUNDING_KW)
+    est = audit.estimate_epsilon(
+        bad, ROUNDING_D, ROUNDING_D_NEIGHBOUR, 10**7, key=jax.random.key(0)
+    )
+    assert est.lower_bound > 1.4 * EPS, est  # refutes the claim eps = 1
+    assert "not seen in the selection batch" in est.event, est
+    # The same audit on a sound sampler of the same law stays below eps: the
+    # detection above is the leak, not the audit.
+    good = functools.partial(exact_inverse_cdf, **ROUNDING_KW)
+    with jax.enable_x64():
+        est = audit.estimate_epsilon(
+            good, ROUNDING_D, ROUNDING_D_NEIGHBOUR, 10**7, key=jax.random.key(0)
+        )
+    assert 0.7 <= est.lower_bound < EPS, est
+
+
+def test_union_of_unseen_outcomes_is_an_event():
+    # A mechanism that never outputs 1..200 on x but does, rarely, on x': each
+    # outcome is too rare to matter alone (~1e-5), their union (2e-3) is a leak.
+    def leaky(key, x, shape=None):
+        k1, k2 = jax.random.split(key)
+        shape = () if shape is None else shape
+        rare = jax.random.bernoulli(k1, 2e-3 * x, shape)
+        return jnp.where(rare, jax.random.randint(k2, shape, 1, 201), 0)
+
+    est = run(leaky, jnp.array(0.0), jnp.array(1.0), key=8)
+    assert est.lower_bound > 2 * EPS and est.point_estimate == math.inf, est
+    # With some mass on 1..200 on x too (ratio e^0.5 < e^eps), nothing is found.
+    fair = lambda key, x, shape=None: leaky(key, x + math.exp(-0.5) * (1 - x), shape)  # noqa: E731
+    est = run(fair, jnp.array(0.0), jnp.array(1.0), key=8)
+    assert est.lower_bound < 0.5, est
+
+
+def test_statistic_binning_matches_labels():
+    # Binary randomized response has privacy loss exactly eps. A 0/1 statistic (bool
+    # or float) splits the outputs into two bins and the audit finds the loss.
+    eps_true = 0.92
+    rr = functools.partial(jaxdp.randomized_response, epsilon=eps_true)
+    for statistic in (lambda y: y == 0, lambda y: y.astype(jnp.float32)):
+        est = run(rr, jnp.array(0), jnp.array(1), statistic=statistic)
+        assert 0.85 <= est.lower_bound <= eps_true, est
+        assert est.event.startswith("{statistic == "), est
+    # Interval bins are (a, b]: a value equal to an edge falls in the bin it closes.
+    binning = audit._Binning("intervals", np.array([0.0, 1.0]))
+    values = np.array([-1.0, 0.0, 0.5, 1.0, 2.0])
+    ids = binning.ids(values)
+    np.testing.assert_array_equal(ids, [0, 0, 1, 1, 2])
+    assert [binning.label(i) for i in range(3)] == [
+        "output in (-inf, 0]", "output in (0, 1]", "output in (1, inf]"
+    ]  # fmt: skip
+    # The same assignment on the device (the montecarlo driver).
+    est = run(rr, jnp.array(0), jnp.array(1), statistic=lambda y: y == 0, driver="montecarlo")
+    assert 0.85 <= est.lower_bound <= eps_true, est
+    # Many distinct values: quantile intervals; the audit still finds the loss.
+    lap = functools.partial(jaxdp.laplace, **KW)
+    est = run(lap, jnp.array(0.0), jnp.array(1.0), statistic=lambda y: y, key=9)
+    assert 0.85 <= est.lower_bound < EPS and "in (" in est.event, est
+
+
 def test_power_at_ci_budget():
     # Binary randomized response at eps_true has loss exactly eps_true. Claim EPS:
     # a 5% violation is detected at the CI budget; the truth is never exceeded.
@@ -228,10 +320,15 @@ def test_estimate_epsilon_api_and_validation():
     assert isinstance(est, audit.EpsilonEstimate) and est.num_samples >= 5000
     assert est.num_events <= 4 and est.confidence == 0.95 and "output" in est.event
     assert est.lower_bound <= est.point_estimate
-    for bad in (dict(num_samples=0), dict(confidence=1.0), dict(delta=-0.1), dict(num_bins=1)):
+    bads = (
+        dict(num_samples=0), dict(confidence=1.0), dict(confidence=True), dict(delta=-0.1),
+        dict(num_bins=1), dict(num_select=0), dict(num_events=0),
+    )  # fmt: skip
+    for bad in bads:
         args = dict(num_samples=100) | bad
         n = args.pop("num_samples")
-        with pytest.raises(ValueError):
+        name, value = next(iter(bad.items()))
+        with pytest.raises(ValueError, match=f"{name}.*{value!r}"):
             audit.estimate_epsilon(rr, jnp.array(0), jnp.array(1), n, key=jax.random.key(0),
                                    **args)  # fmt: skip
     with pytest.raises(ValueError, match="key"):

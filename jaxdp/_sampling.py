@@ -27,5 +27,7 @@ def categorical(key: PRNGKey, logits: Array, shape: tuple[int, ...]) -> Array:
     ok = jnp.isfinite(row_max[..., 0])
     shifted = logits - jnp.where(ok[..., None], row_max, 0)
     idx, rows_ok = _kernels.inverse_cdf(key, shifted, tuple(shape))
-    valid = jnp.broadcast_to(ok & rows_ok, shape[len(shape) - rows_ok.ndim :] if rows_ok.ndim else ())
+    valid = jnp.broadcast_to(
+        ok & rows_ok, shape[len(shape) - rows_ok.ndim :] if rows_ok.ndim else ()
+    )
     return jnp.where(jnp.broadcast_to(valid, shape), idx, -1)

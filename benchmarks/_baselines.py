@@ -101,6 +101,10 @@ def jax_categorical(key, scores, *, shape):
 
 # ----------------------------------------------------------------------------- DP libraries
 
+#: The peer DP libraries the suite compares against: distribution name -> the module the
+#: suite imports. All come with the ``[bench]`` extra; tests/test_peers.py imports each.
+PEERS: dict[str, str] = {"diffprivlib": "diffprivlib.mechanisms", "opendp": "opendp.prelude"}
+
 
 def import_optional(name: str) -> tuple[Any | None, str | None]:
     """(module, None) or (None, why it could not be imported)."""
@@ -121,7 +125,7 @@ def dp_library_samplers(
     out: dict[str, tuple[Callable[[], Any], str]] = {}
     notes: list[str] = []
     utility = [float(x) for x in scores]
-    mech, why = import_optional("diffprivlib.mechanisms")
+    mech, why = import_optional(PEERS["diffprivlib"])
     if mech is None:
         notes.append(f"diffprivlib not importable ({why}); install the [bench] extra")
     else:
@@ -135,7 +139,7 @@ def dp_library_samplers(
             lambda: [pf.randomise() for _ in range(draws)],
             "noise",
         )
-    dp, why = import_optional("opendp.prelude")
+    dp, why = import_optional(PEERS["opendp"])
     if dp is None:
         notes.append(f"opendp not importable ({why}); install the [bench] extra")
     else:

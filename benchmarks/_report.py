@@ -4,8 +4,51 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from pathlib import Path
+
+#: Version of the results JSON layout (documented in benchmarks/README.md).
+SCHEMA_VERSION = 1
+
+#: Benchmark name prefixes (the part before ``_n<size>``) in words, for tables and legends.
+LABELS = {
+    "exponential_auto": "jaxdp.exponential (auto)",
+    "exponential_gumbel": "jaxdp.exponential (Gumbel)",
+    "report_noisy_max_laplace": "jaxdp.report_noisy_max (Laplace)",
+    "permute_and_flip": "jaxdp.permute_and_flip",
+    "top_k": "jaxdp.top_k",
+    "private_price_exact": "jaxdp.private_price (exact)",
+    "private_price_grid": "jaxdp.exponential on a price grid",
+    "hand_jax_inverse_cdf": "JAX by hand: inverse CDF",
+    "hand_jax_inverse_cdf_rows": "JAX by hand: inverse CDF per row",
+    "jax_categorical": "jax.random.categorical",
+    "numpy_choice": "NumPy Generator.choice",
+    "numpy_inverse_cdf_rows": "NumPy inverse CDF per row",
+    "numpy_laplace_argmax": "NumPy Laplace noise + argmax",
+    "numpy_gumbel_argmax": "NumPy Gumbel noise + argmax",
+    "textbook_loop": "Python loop of np.random.choice",
+    "diffprivlib_exponential": "diffprivlib Exponential",
+    "diffprivlib_permute_and_flip": "diffprivlib PermuteAndFlip",
+    "opendp_noisy_max": "OpenDP make_noisy_max",
+}
+
+
+def label(entry: dict) -> str:
+    """A benchmark's implementation in words: ``jaxdp.exponential (method='auto')``."""
+    name = entry["name"]
+    prefix = re.split(r"_n\d", name, maxsplit=1)[0]
+    words = LABELS.get(prefix) or LABELS.get(re.sub(r"_(k|g)\d.*$", "", prefix))
+    if words is None:
+        return entry.get("impl", name)
+    k = re.search(r"top_k_k(\d+)", name)
+    if k:
+        words += f" (k={k.group(1)})"
+    impl = re.search(r"_f(?:32|64)_(\w+)$", name)
+    if impl:
+        words += f", {impl.group(1)} keys"
+    return words
+
 
 # ----------------------------------------------------------------------------- formatting
 
@@ -29,15 +72,135 @@ def _mib(x: int | None) -> str:
     return "-" if x is None else f"{x / 2**20:.3g}"
 
 
-def progress(entry: dict, wall: float) -> None:
+def progress(entry: dict, wall: float, done: int = 0, total: int = 0) -> None:
+    """One plain log line per finished benchmark (when there is no progress bar)."""
+    count = f"[{done}/{total}] " if total else ""
     if "skipped" in entry:
-        line = f"  {entry['name']:<52} skipped: {entry['skipped']}"
+        line = f"{count}{entry['name']}: skipped: {entry['skipped']}"
     else:
         line = (
-            f"  {entry['name']:<52} {_si(entry['draws_per_s']):>9} draws/s  "
-            f"median {_ms(entry['median_s'])} ms  ({wall:.1f} s)"
+            f"{count}{entry['name']}: {_si(entry['draws_per_s'])} draws/s, "
+            f"median {_ms(entry['median_s'])} ms ({wall:.1f} s)"
         )
     print(line, file=sys.stderr, flush=True)
+
+
+def target_verdict(t: dict) -> str:
+    """``met (2.71 vs >= 1.5)``, ``missed (0.8 vs >= 1)`` or ``not measured``."""
+    if t["met"] is None:
+        return "not measured"
+    return f"{'met' if t['met'] else 'missed'} ({t['value']:.3g} vs >= {t['required']:g})"
+
+
+def _short(x: float) -> str:
+    """1000 -> '1e3', 200000 -> '2e5'."""
+    e = int(math.floor(math.log10(x))) if x > 0 else 0
+    return f"{x / 10**e:g}e{e}"
+
+
+def _shape(e: dict) -> str:
+    if e["workload"] == "W4":
+        return f"grid={_short(e['n'])}, S={_short(e['draws_per_row'])}"
+    if e["rows"] > 1:
+        return f"n={_short(e['n'])}, B={_short(e['rows'])}"
+    return f"n={_short(e['n'])}, S={_short(e['draws_per_row'])}"
+
+
+def _compact(x: float) -> str:
+    """3 significant digits, SI exponent: 1.23e8."""
+    if not math.isfinite(x) or x <= 0:
+        return "-"
+    e = int(math.floor(math.log10(x)))
+    return f"{x / 10**e:.2f}e{e}"
+
+
+def comparisons(payload: dict) -> list[dict]:
+    """Per workload shape (and backend): the fastest jaxdp sampler and the fastest peer.
+
+    Top-k (k outputs per draw) is left out of jaxdp's side; shapes without a peer are left
+    out. ``ratio`` is jaxdp's draws/s over the peer's.
+    """
+    done = [e for e in payload["results"] if "skipped" not in e]
+    groups: dict[tuple, list[dict]] = {}
+    for e in done:
+        key = (e["workload"], e["n"], e["draws_per_row"], e["rows"])
+        groups.setdefault(key, []).append(e)
+    out = []
+    for key, es in groups.items():
+        peers = [e for e in es if e["library"] != "jaxdp"]
+        if not peers:
+            continue
+        peer = max(peers, key=lambda e: e["draws_per_s"])
+        for backend in payload["backends"]:
+            ours = [
+                e
+                for e in es
+                if e["library"] == "jaxdp"
+                and e["backend"] == backend
+                and not e["name"].startswith("top_k")
+            ]
+            if not ours:
+                continue
+            best = max(ours, key=lambda e: e["draws_per_s"])
+            out.append(
+                {
+                    "workload": key[0],
+                    "shape": _shape(best),
+                    "backend": backend,
+                    "jaxdp": best["name"],
+                    "jaxdp_draws_per_s": best["draws_per_s"],
+                    "peer": peer["name"],
+                    "peer_draws_per_s": peer["draws_per_s"],
+                    "ratio": best["draws_per_s"] / peer["draws_per_s"],
+                    "_labels": (label(best), label(peer)),
+                }
+            )
+    return out
+
+
+def summary(payload: dict, width: int = 100) -> str:
+    """The terminal summary: jaxdp against the best peer per workload, then the targets."""
+    multi = len(payload["backends"]) > 1
+    rows = comparisons(payload)
+    lines = [
+        f"jaxdp against the fastest peer, {payload['mode']} run. draws/s: jaxdp's draws per "
+        "second;",
+        "ratio: jaxdp's rate over the peer's (above 1x, jaxdp is faster). Peers run on the host.",
+        "",
+    ]
+    name_w = 33
+    head = (
+        f"{'W':<4} {'shape':<12} {'jaxdp (fastest)':<{name_w}} {'draws/s':>8}  "
+        f"{'fastest peer':<{name_w}} {'ratio':>6}"
+    )
+    lines += [head, "-" * len(head)]
+    for r in rows:
+        ours, theirs = r["_labels"]
+        wl = r["workload"] + (f" {r['backend']}" if multi else "")
+        lines.append(
+            f"{wl:<4} {r['shape']:<12} {_clip(ours, name_w):<{name_w}} "
+            f"{_compact(r['jaxdp_draws_per_s']):>8}  {_clip(theirs, name_w):<{name_w}} "
+            f"{_ratio_text(r['ratio']):>6}"
+        )
+    lines += ["", "Targets (measured ratio vs required):", ""]
+    tw = max([len(t["target"]) for t in payload["targets"]] + [10])
+    tw = min(tw, width - 30)
+    for t in payload["targets"]:
+        lines.append(f"  {_clip(t['target'], tw):<{tw}}  {target_verdict(t)}")
+    skipped = [e for e in payload["results"] if "skipped" in e]
+    if skipped:
+        lines += ["", f"{len(skipped)} benchmark(s) skipped (reasons in the full table)."]
+    if payload["notes"]:
+        lines += ["", "Notes:"] + [f"  - {n}" for n in payload["notes"]]
+    return "\n".join(lines)
+
+
+def _ratio_text(r: float) -> str:
+    return f"{r:.2g}x" if r < 10 else f"{r:.0f}x"
+
+
+def _clip(s: str, w: int) -> str:
+    return s if len(s) <= w else s[: w - 1] + "~"
 
 
 # ----------------------------------------------------------------------------- targets
@@ -176,6 +339,21 @@ def markdown(payload: dict) -> str:
     multi = len(payload["backends"]) > 1
     lines += [
         "",
+        "jaxdp against the fastest peer on each workload shape (ratio > 1: jaxdp is faster):",
+        "",
+        "| workload | shape | backend | jaxdp (fastest) | draws/s | fastest peer | draws/s "
+        "| ratio |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in comparisons(payload):
+        ours, theirs = r["_labels"]
+        lines.append(
+            f"| {r['workload']} | {r['shape']} | {r['backend']} | {ours} | "
+            f"{_si(r['jaxdp_draws_per_s'])} | {theirs} | {_si(r['peer_draws_per_s'])} | "
+            f"{r['ratio']:.3g} |"
+        )
+    lines += [
+        "",
         "| benchmark | W | implementation | "
         + ("backend | " if multi else "")
         + "compile s | median ms | draws/s | candidates/s | peak MiB | floor | of floor |",
@@ -205,13 +383,13 @@ def markdown(payload: dict) -> str:
         "peak of one call for Python/NumPy. Floor: max(random numbers / RNG rate, "
         "transcendentals / exp rate, bytes / bandwidth) for the law the benchmark samples.",
         "",
-        "| target | measured | required | met |",
+        "| target | measured | required | verdict |",
         "|---|---|---|---|",
     ]
     for t in payload["targets"]:
         v = "-" if t["value"] is None else f"{t['value']:.3g}"
-        met = "not measured" if t["met"] is None else ("yes" if t["met"] else "**no**")
-        lines.append(f"| {t['target']} ({t['detail']}) | {v} | >= {t['required']:g} | {met} |")
+        verdict = target_verdict(t)
+        lines.append(f"| {t['target']} ({t['detail']}) | {v} | >= {t['required']:g} | {verdict} |")
     if payload["notes"]:
         lines += ["", "Notes:", ""] + [f"- {n}" for n in payload["notes"]]
     return "\n".join(lines)
@@ -235,6 +413,24 @@ def write(payload: dict, out: Path, *, plots: bool, compare: dict | None = None)
     return paths + pngs
 
 
+def _stamp(payload: dict) -> str:
+    """The machine and date line every plot carries."""
+    m = payload["machine"]
+    gpu = f", GPU {', '.join(m['gpus'])}" if m.get("gpus") else ""
+    return (
+        f"{m['cpu_model']}, {m['cores']} cores{gpu}; jax {m['jax']}; "
+        f"{payload['mode']} run, {payload['created'][:10]}"
+    )
+
+
+def _finish(fig, ax_or_none, payload: dict, path: Path, plt) -> Path:
+    fig.text(0.01, 0.005, _stamp(payload), fontsize=7, color="0.35", ha="left", va="bottom")
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def _plots(payload: dict, out: Path, compare: dict | None) -> list[Path]:
     try:
         import matplotlib
@@ -245,78 +441,101 @@ def _plots(payload: dict, out: Path, compare: dict | None) -> list[Path]:
         payload["notes"].append("plots skipped: matplotlib is not installed ([bench] extra)")
         return []
     mode = payload["mode"]
+    multi = len(payload["backends"]) > 1
     res = [e for e in payload["results"] if "skipped" not in e]
     written: list[Path] = []
 
-    # 1. W1 throughput against n.
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    # 1. W1 throughput against n: lines on log-log axes, one per implementation.
+    fig, ax = plt.subplots(figsize=(8, 5))
     series: dict[str, list[tuple[int, float]]] = {}
     for e in res:
         if e["workload"] != "W1" or e["law"] != "em":
             continue
-        label = e["name"].split("_n")[0] + (
-            f" [{e['backend']}]" if len(payload["backends"]) > 1 else ""
-        )
         if e["draws_per_row"] != max(x["draws_per_row"] for x in res if x["n"] == e["n"]):
             continue
-        series.setdefault(label, []).append((e["n"], e["draws_per_s"]))
-    for label, pts in sorted(series.items()):
+        name = label(e) + (f" [{e['backend']}]" if multi else "")
+        series.setdefault(name, []).append((e["n"], e["draws_per_s"]))
+    for name, pts in sorted(series.items()):
         pts.sort()
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=label)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=name)
     ax.set(
         xscale="log",
         yscale="log",
-        xlabel="candidates n",
-        ylabel="draws / s",
-        title="W1: one score vector, many draws (largest S per n)",
+        xlabel="candidates n (log scale)",
+        ylabel="draws per second (log scale)",
+        title="W1: one score vector, many draws from the exponential mechanism\n"
+        "(largest S measured per n; higher is faster)",
     )
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    written.append(out / f"{mode}_w1_throughput_vs_n.png")
-    fig.savefig(written[-1], dpi=110)
-    plt.close(fig)
+    if series:
+        ax.legend(fontsize=7, title="implementation", title_fontsize=8)
+    written.append(_finish(fig, ax, payload, out / f"{mode}_w1_throughput_vs_n.png", plt))
 
-    # 2. The exponential mechanism against report-noisy-max (candidates/s).
+    # 2. The exponential mechanism against report-noisy-max: a dot plot (no bars on a log axis).
     groups = [
-        ("W1 noise shape", [e for e in res if "_s1e4" in e["name"] and e["n"] == 1000]),
-        ("W2 shape", [e for e in res if "_n1e3_b1e4" in e["name"]]),
+        ("n = 1,000 candidates, S = 10,000 draws", [e for e in res if "_n1e3_s1e4" in e["name"]]),
+        ("n = 1,000 candidates, B = 10,000 rows", [e for e in res if "_n1e3_b1e4" in e["name"]]),
     ]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    colours = {"em": "tab:blue", "noise": "tab:orange", "continuous": "tab:green"}
+    words = {
+        "em": "exponential-mechanism law",
+        "noise": "noisy-max law (Laplace / exponential noise)",
+        "continuous": "continuous range",
+    }
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5))
     for ax, (title, es) in zip(axes, groups, strict=True):
-        es = sorted(es, key=lambda e: -e["candidates_per_s"])
-        ax.barh(
-            [e["name"].rsplit("_n", 1)[0] + f" [{e['backend']}]" for e in es],
-            [e["candidates_per_s"] for e in es],
-            color=["tab:blue" if e["law"] == "em" else "tab:orange" for e in es],
+        es = sorted(es, key=lambda e: e["candidates_per_s"])
+        names = [label(e) + (f" [{e['backend']}]" if multi else "") for e in es]
+        y = list(range(len(es)))
+        ax.hlines(y, 0, 1, transform=ax.get_yaxis_transform(), colors="0.9", lw=0.8, zorder=0)
+        for law in ("em", "noise"):
+            pts = [(i, e["candidates_per_s"]) for i, e in enumerate(es) if e["law"] == law]
+            if pts:
+                ax.plot(
+                    [p[1] for p in pts],
+                    [p[0] for p in pts],
+                    "o",
+                    color=colours[law],
+                    label=words[law],
+                )
+        ax.set_yticks(y, names, fontsize=7)
+        ax.set(
+            xscale="log",
+            xlabel="candidates scored per second (log scale; right is faster)",
+            title=title,
         )
-        ax.set(xscale="log", xlabel="candidates scored / s", title=f"{title}: EM (blue) vs RNM")
-        ax.tick_params(axis="y", labelsize=7)
-    fig.tight_layout()
-    written.append(out / f"{mode}_em_vs_rnm.png")
-    fig.savefig(written[-1], dpi=110)
-    plt.close(fig)
+        ax.grid(True, axis="x", which="both", alpha=0.3)
+        if es:
+            ax.legend(fontsize=7, loc="lower right")
+        else:
+            ax.text(0.5, 0.5, "not measured in this run", ha="center", transform=ax.transAxes)
+            ax.set_xticks([])
+    fig.suptitle("Exponential mechanism against report-noisy-max, same workload")
+    written.append(_finish(fig, None, payload, out / f"{mode}_em_vs_rnm.png", plt))
 
     # 3. CPU against GPU, when both exist (this run, or this run and --compare).
-    by_backend: dict[str, dict[str, float]] = {}
+    by_backend: dict[str, dict[str, dict]] = {}
     for p in [payload] + ([compare] if compare else []):
         for e in p["results"]:
             if "skipped" in e or e["library"] not in ("jaxdp", "jax"):
                 continue
-            by_backend.setdefault(e["backend"], {})[e["name"]] = e["draws_per_s"]
+            by_backend.setdefault(e["backend"], {})[e["name"]] = e
     if "cpu" in by_backend and "gpu" in by_backend:
         names = sorted(set(by_backend["cpu"]) & set(by_backend["gpu"]))
-        fig, ax = plt.subplots(figsize=(8, 0.3 * len(names) + 1.5))
+        fig, ax = plt.subplots(figsize=(9, 0.3 * len(names) + 2))
         y = list(range(len(names)))
-        ax.barh([i - 0.2 for i in y], [by_backend["cpu"][k] for k in names], 0.4, label="cpu")
-        ax.barh([i + 0.2 for i in y], [by_backend["gpu"][k] for k in names], 0.4, label="gpu")
-        ax.set_yticks(y, names, fontsize=6)
-        ax.set(xscale="log", xlabel="draws / s", title="CPU against GPU")
-        ax.legend()
-        fig.tight_layout()
-        written.append(out / f"{mode}_cpu_vs_gpu.png")
-        fig.savefig(written[-1], dpi=110)
-        plt.close(fig)
+        ax.plot([by_backend["cpu"][k]["draws_per_s"] for k in names], y, "o", label="CPU")
+        ax.plot([by_backend["gpu"][k]["draws_per_s"] for k in names], y, "s", label="GPU")
+        ax.set_yticks(y, [f"{label(by_backend['cpu'][k])}, {_shape(by_backend['cpu'][k])}"
+                          for k in names], fontsize=6)  # fmt: skip
+        ax.set(
+            xscale="log",
+            xlabel="draws per second (log scale; right is faster)",
+            title="The same JAX code on CPU and on GPU",
+        )
+        ax.grid(True, axis="x", which="both", alpha=0.3)
+        ax.legend(title="backend")
+        written.append(_finish(fig, ax, payload, out / f"{mode}_cpu_vs_gpu.png", plt))
     else:
         payload["notes"].append(
             "CPU-vs-GPU plot not drawn: this run has one backend (pass --backend all on a GPU "

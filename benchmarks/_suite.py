@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import inspect
 import math
 import os
 import re
@@ -21,11 +22,10 @@ import numpy as np
 import jaxdp
 from jaxdp import _kernels
 
-from . import _baselines, _floors, _machine, _report
+from . import _baselines, _floors, _machine, _paths, _report
 from ._timing import Measurement, time_jax, time_python
 
 EPS, DELTA = 1.0, 1.0
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
 def fmt(x: int) -> str:
@@ -505,6 +505,12 @@ def w2_cases(n: int, rows: int, mode: dict, mode_name: str, main: bool) -> list[
     return cases
 
 
+def price_bounds(lo: float, hi: float) -> dict[str, tuple[float, float]]:
+    """``bounds=`` where ``private_price`` takes it, else the older ``price_range=``."""
+    params = inspect.signature(jaxdp.private_price).parameters
+    return {"bounds" if "bounds" in params else "price_range": (lo, hi)}
+
+
 def w4_cases(num_bids: int, s: int, grid: int, mode: dict) -> list[Case]:
     """W4: exact continuous pricing against the exponential mechanism on a grid."""
     r, b = mode["repeats"], mode["budget_s"]
@@ -512,7 +518,7 @@ def w4_cases(num_bids: int, s: int, grid: int, mode: dict) -> list[Case]:
     bids = np.random.default_rng(4).uniform(0.0, hi, num_bids).astype(np.float32)
     probe = None
     try:
-        jaxdp.private_price(jax.random.key(0), bids[:10], epsilon=1.0, price_range=(0.0, hi))
+        jaxdp.private_price(jax.random.key(0), bids[:10], epsilon=1.0, **price_bounds(0.0, hi))
     except NotImplementedError as err:
         probe = str(err)
     if probe is not None:
@@ -520,7 +526,7 @@ def w4_cases(num_bids: int, s: int, grid: int, mode: dict) -> list[Case]:
         return []
 
     def exact(k, x):
-        return jaxdp.private_price(k, x, epsilon=EPS, price_range=(0.0, hi), shape=(s,))
+        return jaxdp.private_price(k, x, epsilon=EPS, shape=(s,), **price_bounds(0.0, hi))
 
     def on_grid(k, x):
         prices = jnp.linspace(0.0, hi, grid, dtype=jnp.float32)
@@ -642,23 +648,40 @@ def run_case(case: Case, device: jax.Device | None, backend: str, rates: dict | 
     return entry
 
 
-def parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="python -m benchmarks",
-        description="Throughput of jaxdp's samplers against every peer, with floors.",
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The suite's options (``python -m benchmarks [suite] --help``)."""
+    size = p.add_mutually_exclusive_group()
+    size.add_argument(
+        "--quick", action="store_true", help="the main workloads only (a few minutes on 2 cores)"
     )
-    p.add_argument("--quick", action="store_true", help="the < 1 minute subset")
-    p.add_argument("--smoke", action="store_true", help="tiny sizes, for the test suite")
-    p.add_argument("--backend", choices=("cpu", "gpu", "all"), default="cpu")
-    p.add_argument("--out", type=Path, default=None, help="results folder")
-    p.add_argument("--only", default=None, help="regex: run only the matching benchmark names")
+    size.add_argument("--smoke", action="store_true", help="tiny sizes, for the test suite")
+    p.add_argument(
+        "--backend",
+        choices=("cpu", "gpu", "all"),
+        default="cpu",
+        help="where the JAX code runs (default: cpu); NumPy and the peers always run on the host",
+    )
+    _paths.add_output_arguments(p, "<machine>, e.g. cpu-2core-amd-epyc")
+    p.add_argument(
+        "--only", default=None, metavar="REGEX", help="run only the benchmarks whose name matches"
+    )
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (plain log lines)")
     p.add_argument(
         "--compare",
         type=Path,
         default=None,
-        help="another run's JSON (e.g. a GPU run) to plot against this one",
+        metavar="JSON",
+        help="another run's results JSON (e.g. a GPU run) to plot against this one",
     )
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks suite",
+        description="Throughput of jaxdp's samplers against every peer, with floors.",
+    )
+    add_arguments(p)
     return p.parse_args(list(argv))
 
 
@@ -679,7 +702,23 @@ def _backends(choice: str) -> list[tuple[str, jax.Device]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    """``python -m benchmarks suite [options]``; returns the exit status."""
+    return run(parse_args(sys.argv[1:] if argv is None else argv), argv)
+
+
+def _progress_bar(total: int, enabled: bool):
+    """A tqdm bar with count and ETA on stderr; None (plain log lines) without tqdm or a tty."""
+    if not enabled or not sys.stderr.isatty():
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, unit="bench", file=sys.stderr, dynamic_ncols=True, leave=True)
+
+
+def run(args: argparse.Namespace, argv: Sequence[str] | None = None) -> int:
+    """Runs the suite as ``args`` say, writes JSON, markdown and plots, prints a summary."""
     mode_name = "smoke" if args.smoke else "quick" if args.quick else "full"
     NOTES.clear()
     started = time.perf_counter()
@@ -687,34 +726,60 @@ def main(argv: Sequence[str] | None = None) -> int:
     backends = _backends(args.backend)
     info = _machine.machine_info()
     primary = backends[0][0]
-    out = args.out or RESULTS_DIR / _machine.slug(info, primary)
+    out = _paths.output_dir(
+        args.out, getattr(args, "update_committed", False), _machine.slug(info, primary)
+    )
     print(
-        f"# jaxdp benchmarks ({mode_name}) on {info['cpu_model']}, {info['cores']} cores"
-        f"{', GPU ' + ', '.join(info['gpus']) if info['gpus'] else ''}",
+        f"jaxdp benchmarks, {mode_name} run, on {info['cpu_model']}, {info['cores']} cores"
+        f"{', GPU ' + ', '.join(info['gpus']) if info['gpus'] else ''}; results go to {out}/",
         flush=True,
     )
     cases = build_cases(mode_name)
     if args.only:
         pattern = re.compile(args.only)
         cases = [c for c in cases if pattern.search(c.name)]
+    todo = [
+        (backend, device, case)
+        for backend, device in backends
+        for case in cases
+        if case.on_device or backend == primary
+    ]
+    bar = _progress_bar(len(todo) + len(backends), not getattr(args, "no_progress", False))
     rates: dict[str, dict] = {}
     results: list[dict] = []
+    done = 0
     for backend, device in backends:
+        if bar is not None:
+            bar.set_description(f"{backend}: hardware limits".ljust(46))
         rates[backend] = _floors.measure_rates(device, MODES[mode_name]["floors"])
         if backend == "gpu":
             named = _floors.gpu_named_floors(device.device_kind)
             if named:
                 rates[backend]["named_peaks"] = named
-        for case in cases:
-            if not case.on_device and backend != backends[0][0]:
+        if bar is not None:
+            bar.update(1)
+        for b, d, case in todo:
+            if b != backend:
                 continue
+            if bar is not None:
+                bar.set_description(f"{backend}: {case.name[:40]}".ljust(46))
             t0 = time.perf_counter()
-            entry = run_case(case, device, backend, rates[backend])
+            entry = run_case(case, d, backend, rates[backend])
             results.append(entry)
-            _report.progress(entry, time.perf_counter() - t0)
+            done += 1
+            if bar is not None:
+                bar.update(1)
+                if "skipped" in entry:
+                    bar.write(f"  skipped {entry['name']}: {entry['skipped']}", file=sys.stderr)
+            else:
+                _report.progress(entry, time.perf_counter() - t0, done, len(todo))
+    if bar is not None:
+        bar.set_description("done".ljust(46))
+        bar.close()
     info["load_average_start"] = load_start
     info["load_average_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     payload = {
+        "schema": _report.SCHEMA_VERSION,
         "suite": "python -m benchmarks",
         "mode": mode_name,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -731,6 +796,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.compare is not None:
         compare = _report.load(args.compare)
     paths = _report.write(payload, out, plots=not args.no_plots, compare=compare)
-    print(_report.markdown(payload))
-    print(f"\nwrote {', '.join(str(p) for p in paths)} in {payload['wall_s']:.1f} s")
+    print()
+    print(_report.summary(payload))
+    print(f"\nFull table: {paths[1]}")
+    print(f"Wrote {len(paths)} files to {out}/ in {payload['wall_s']:.0f} s:")
+    print("  " + ", ".join(p.name for p in paths))
     return 0

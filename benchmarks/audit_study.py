@@ -2,7 +2,7 @@
 
 Run from the repository root (CPU or GPU)::
 
-    python benchmarks/audit_study.py --samples 10000000 --out audit_study.json
+    python -m benchmarks.audit_study --samples 10000000 --out audit_study.json
 
 1. **Empirical epsilon.** :func:`jaxdp.audit.estimate_epsilon` on every
    mechanism with near-worst-case neighbours (the pairs of
@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 
 import jaxdp
+from benchmarks._suite import price_bounds
 from jaxdp import audit
 
 EPS = 1.0
@@ -92,7 +93,7 @@ MECHANISMS = {
         functools.partial(jaxdp.private_quantile, q=0.5, epsilon=EPS, bounds=(0.0, 10.0)),
         DATA, jnp.concatenate([DATA, jnp.array([9.0])])),
     "private_price": (
-        functools.partial(jaxdp.private_price, epsilon=EPS, price_range=(0.0, 4.0)),
+        functools.partial(jaxdp.private_price, epsilon=EPS, **price_bounds(0.0, 4.0)),
         BIDS, jnp.concatenate([BIDS, jnp.array([4.0])])),
 }  # fmt: skip
 

@@ -13,7 +13,6 @@ import datetime
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -22,7 +21,7 @@ import numpy as np
 import jaxdp
 from jaxdp import _kernels
 
-from . import _machine
+from . import _machine, _paths
 from ._timing import time_jax
 
 GRID = {
@@ -47,11 +46,20 @@ def measure(n: int, s: int, b: int, method: str, repeats: int) -> float:
     return m.median_s
 
 
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``python -m benchmarks crossover``."""
+    p.add_argument("--quick", action="store_true", help="a 4 x 2 x 2 grid instead of 9 x 5 x 2")
+    _paths.add_output_arguments(p, "<machine>")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks crossover", description=__doc__)
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--out", type=Path, default=None)
-    args = p.parse_args(list(sys.argv[1:] if argv is None else argv))
+    add_arguments(p)
+    return run(p.parse_args(list(sys.argv[1:] if argv is None else argv)))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Times the grid, prints a table, writes ``crossover_<quick|full>.json``."""
     grid = GRID["quick" if args.quick else "full"]
     repeats = 3 if args.quick else 5
     rows = []
@@ -80,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     flush=True,
                 )
     info = _machine.machine_info()
-    out = args.out or Path(__file__).resolve().parent / "results" / _machine.slug(info, "cpu")
+    out = _paths.output_dir(args.out, args.update_committed, _machine.slug(info, "cpu"))
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"crossover_{'quick' if args.quick else 'full'}.json"
     path.write_text(

@@ -2,9 +2,9 @@
 
 Run from the repository root::
 
-    python -m benchmarks.pricing                      # writes benchmarks/results/pricing/
-    python -m benchmarks.pricing --out DIR --draws 1000000
-    python -m benchmarks pricing                      # the same, through the suite
+    python -m benchmarks pricing                      # writes ./jaxdp-results/pricing/
+    python -m benchmarks pricing --out DIR --draws 1000000
+    python -m benchmarks pricing --update-committed   # refreshes benchmarks/results/pricing/
 
 1. **Price density.** Bids ``[1, 1, 1, 3.01]`` on ``[0, 3.5]`` (the classic
    example: a price of 3.02 earns nothing, 3.01 earns 3.01, 1 earns 4). For
@@ -39,11 +39,13 @@ import numpy as np
 
 import jaxdp
 
+from . import _paths
+from ._suite import price_bounds
+
 CLASSIC_BIDS = np.array([1.0, 1.0, 1.0, 3.01])
 PRICE_RANGE = (0.0, 3.5)
 DENSITY_EPS = (0.01, 1.0, 5.0)
 GRID_POINTS = 3500
-DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "pricing"
 
 
 # ----------------------------------------------------------------------------- exact laws
@@ -145,7 +147,7 @@ def study_density(key, draws: int) -> dict:
         key,
         jnp.asarray(CLASSIC_BIDS),
         epsilon=eps,
-        price_range=PRICE_RANGE,
+        **price_bounds(*PRICE_RANGE),
         shape=(draws, len(DENSITY_EPS)),
     ).block_until_ready()
     seconds = time.perf_counter() - t0
@@ -232,7 +234,7 @@ def study_revenue_loss(key, draws: int, num_eps: int) -> dict:
             k_exact,
             jnp.asarray(bids),
             epsilon=eps_j,
-            price_range=PRICE_RANGE,
+            **price_bounds(*PRICE_RANGE),
             shape=(draws, num_eps),
         ).block_until_ready()
         t_exact = time.perf_counter() - t0
@@ -424,20 +426,30 @@ def plot_quantiles(res: dict, path: Path) -> None:
 # ----------------------------------------------------------------------------- main
 
 
-def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.pricing",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output directory")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``python -m benchmarks pricing``."""
+    _paths.add_output_arguments(parser, "pricing")
     parser.add_argument("--draws", type=int, default=10**6, help="draws per histogram / ε")
     parser.add_argument("--num-eps", type=int, default=25, help="ε values on the loss curve")
     parser.add_argument(
         "--quick", action="store_true", help="tiny sizes (seconds): checks that the study runs"
     )
-    args = parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks pricing",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_arguments(parser)
+    return run(parser.parse_args(argv), argv)
+
+
+def run(args: argparse.Namespace, argv: list[str] | None = None) -> dict:
+    """Runs the three studies and writes their JSON and PNG files; returns the results."""
     raw = list(sys.argv[1:] if argv is None else argv)
+    args.out = _paths.output_dir(args.out, args.update_committed, "pricing")
     draws, num_eps, big_n = args.draws, args.num_eps, 10**6
     if args.quick:
         draws, num_eps, big_n = 2000, 4, 10**4

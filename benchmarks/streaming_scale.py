@@ -2,7 +2,7 @@
 
 Run from the repository root (not part of the test suite: it takes minutes)::
 
-    python -m benchmarks.streaming_scale            # writes benchmarks/results/streaming_1e9.json
+    python -m benchmarks.streaming_scale            # writes ./jaxdp-results/streaming_1e9.json
     python -m benchmarks.streaming_scale --n 100000000 --out /tmp/s.json
 
 Each configuration runs in a fresh subprocess, so its peak resident memory
@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "streaming_1e9.json"
+DEFAULT_OUT = Path("jaxdp-results") / "streaming_1e9.json"  # under the working directory
 CONFIGS = [
     {"method": "inverse_cdf", "draws": 1},
     {"method": "inverse_cdf", "draws": 1000},

@@ -3,7 +3,7 @@
 Each study runs :func:`jaxdp.montecarlo.run` (batched, sharded over every
 device, reproducible from one key), compares the simulation with the exact
 values of :mod:`jaxdp.utility` where they exist, and writes JSON and PNG plots
-to ``benchmarks/results/studies/`` (or ``--out DIR``)::
+to ``./jaxdp-results/studies/`` in the working directory (or ``--out DIR``)::
 
     python -m benchmarks.studies utility-theorem      # (a) P[score <= OPT - g(t)] vs e^-t
     python -m benchmarks.studies selection-gap        # (b) EM vs permute-and-flip vs RNM
@@ -41,8 +41,8 @@ import jaxdp
 from jaxdp import montecarlo, utility
 
 ROOT = Path(__file__).resolve().parent
-DEFAULT_OUT = ROOT / "results" / "studies"
-THROUGHPUT_JSON = ROOT / "results" / "montecarlo_throughput.json"
+DEFAULT_OUT = Path("jaxdp-results") / "studies"  # outside the source tree
+THROUGHPUT_JSON = Path("jaxdp-results") / "montecarlo_throughput.json"
 
 
 # ----------------------------------------------------------------------------- helpers

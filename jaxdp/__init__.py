@@ -2,7 +2,15 @@
 
 The exponential mechanism and its family as pure functions of an explicit PRNG
 key, ready for ``jax.jit``, ``jax.vmap`` and sharding, drawing millions of
-samples per call. See ``DESIGN.md`` for the contract every function follows.
+samples per call.
+
+Start with ``help(jaxdp.exponential)``; ``jaxdp.__all__`` lists every public name.
+The submodules ``jaxdp.accounting``, ``jaxdp.utility``, ``jaxdp.montecarlo`` and
+``jaxdp.audit`` hold privacy accounting, accuracy bounds, Monte Carlo studies and
+the empirical auditor. The README (privacy semantics and the conventions every
+sampler follows), the API reference built from these docstrings (``docs/``:
+``sphinx-build -b html docs docs/_build``), SECURITY.md and runnable scripts in
+``examples/`` ship with the source repository.
 """
 
 from . import accounting as accounting

@@ -525,8 +525,8 @@ def dp_event(
     mechanism                         event
     ================================  ==============================================
     exponential, private_mode,        ``ZCDpEvent(rho=ε²/8)``: ε-bounded range, hence
-    select_hypothesis, private_price, ε²/8-zCDP (Durfee & Rogers 2019;
-    private_quantile,                 Cesar & Rogers 2021)
+    select_hypothesis,                ε²/8-zCDP (Durfee & Rogers 2019;
+    private_price, private_quantile,  Cesar & Rogers 2021)
     exponential_piecewise,
     exponential_streaming,
     report_noisy_max(noise="gumbel")

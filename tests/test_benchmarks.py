@@ -1,23 +1,45 @@
 """A tiny run of ``python -m benchmarks``, so that the suite cannot rot."""
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 pytest.importorskip("matplotlib")
 
 from benchmarks import __main__ as cli  # noqa: E402
-from benchmarks import _floors, _suite  # noqa: E402
+from benchmarks import _floors, _paths, _report, _suite  # noqa: E402
 
+ROOT = Path(__file__).resolve().parents[1]
 SMOKE = (
     "exponential_auto_n1e3_s1e4|numpy_choice_n1e3|textbook_loop|hand_jax_inverse_cdf_n1e3"
     "|report_noisy_max_laplace_n1e2_s1e2|numpy_laplace_argmax_n1e2_s1e2|exponential_auto_n1e2_b2e2"
 )
 
 
-def test_smoke_run_writes_json_markdown_and_plots(tmp_path, capsys):
-    assert cli.main(["--smoke", "--only", SMOKE, "--out", str(tmp_path)]) == 0
-    payload = json.loads((tmp_path / "results_smoke.json").read_text())
+def _committed_state() -> str:
+    out = subprocess.run(
+        ["git", "status", "--porcelain", "--", "benchmarks/results"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    return out.stdout if out.returncode == 0 else "(not a git checkout)"
+
+
+def test_smoke_run_writes_json_markdown_and_plots_outside_the_source_tree(
+    tmp_path, monkeypatch, capsys
+):
+    before = _committed_state()
+    monkeypatch.chdir(tmp_path)  # no --out: results go to ./jaxdp-results/<machine>/
+    assert cli.main(["--smoke", "--only", SMOKE, "--no-progress"]) == 0
+    (folder,) = (tmp_path / "jaxdp-results").iterdir()
+    assert folder.name.startswith("cpu-")
+    assert _committed_state() == before  # the committed results were not touched
+    payload = json.loads((folder / "results_smoke.json").read_text())
+    assert payload["schema"] == _report.SCHEMA_VERSION
     names = {e["name"] for e in payload["results"]}
     assert "exponential_auto_n1e3_s1e4_f32" in names
     assert "numpy_choice_n1e3_s1e4_f64" in names
@@ -36,19 +58,93 @@ def test_smoke_run_writes_json_markdown_and_plots(tmp_path, capsys):
     rates = payload["rates"]["cpu"]
     assert rates["rng_per_s"] > 0 and rates["exp_per_s"] > 0 and rates["bytes_per_s"] > 0
     assert {t["target"].split(" ")[0] for t in payload["targets"]} >= {"W1", "W2", "W3"}
-    assert (tmp_path / "results_smoke.md").read_text().startswith("## jaxdp benchmarks")
-    assert (tmp_path / "smoke_w1_throughput_vs_n.png").stat().st_size > 0
-    assert (tmp_path / "smoke_em_vs_rnm.png").stat().st_size > 0
+    md = (folder / "results_smoke.md").read_text()
+    assert md.startswith("## jaxdp benchmarks")
+    assert "| benchmark |" in md and "| target |" in md and "fastest peer" in md
+    assert (folder / "smoke_w1_throughput_vs_n.png").stat().st_size > 0
+    assert (folder / "smoke_em_vs_rnm.png").stat().st_size > 0
+    captured = capsys.readouterr()
+    out = captured.out
+    # The terminal gets the compact summary, not the full markdown table.
+    assert "fastest peer" in out and "Targets" in out and "| benchmark |" not in out
+    summary = out[out.index("fastest peer") : out.index("Notes:") if "Notes:" in out else None]
+    assert max(len(line) for line in summary.splitlines()) <= 110
+    assert "[1/" in captured.err  # without a terminal: one counted line per benchmark
+
+
+def test_update_committed_and_out_choose_the_folder(tmp_path):
+    assert _paths.output_dir(None, False, "x") == Path("jaxdp-results") / "x"
+    assert _paths.output_dir(tmp_path, False, "x") == tmp_path
+    assert _paths.output_dir(None, True, "x") == ROOT / "benchmarks" / "results" / "x"
+    with pytest.raises(SystemExit):  # --out and --update-committed exclude each other
+        _suite.parse_args(["--out", str(tmp_path), "--update-committed"])
+
+
+def test_targets_read_met_or_missed():
+    met = {"met": True, "value": 2.5, "required": 1.5}
+    missed = {"met": False, "value": 0.8, "required": 1.0}
+    assert _report.target_verdict(met) == "met (2.5 vs >= 1.5)"
+    assert _report.target_verdict(missed) == "missed (0.8 vs >= 1)"
+    assert _report.target_verdict({"met": None, "value": None, "required": 1}) == "not measured"
+
+
+def test_labels_are_words():
+    assert _report.label({"name": "exponential_auto_n1e3_s1e6_f32"}).startswith("jaxdp.")
+    assert _report.label({"name": "top_k_k10_n1e3_s1e4_f32"}) == "jaxdp.top_k (k=10)"
+    rbg = _report.label({"name": "exponential_gumbel_n1e3_s1e4_f32_rbg"})
+    assert rbg == "jaxdp.exponential (Gumbel), rbg keys"
+
+
+@pytest.mark.parametrize("command", [[], ["suite"], ["crossover"], ["pricing"], ["study"]])
+def test_every_subcommand_has_help(command, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main([*command, "--help"])
+    assert exc.value.code == 0
     out = capsys.readouterr().out
-    assert "| benchmark |" in out and "| target |" in out
+    assert out.startswith("usage: python -m benchmarks")
+    if command == ["study"]:
+        assert "selection_studies" in out and "utility-theorem" in out
 
 
-def test_subcommands_dispatch_and_report_missing_modules(capsys):
+def test_subcommands_dispatch_and_report_missing_modules(capsys, monkeypatch):
     assert cli._delegate("no_such_benchmark_module", [], "pricing") == 2
     assert "not available" in capsys.readouterr().err
-    assert cli.main(["study"]) == 2
+    assert cli.main(["study", "no-such-study"]) == 2
+    assert "unknown study" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        cli.main(["--help"])
+        cli.main(["study"])  # NAME is required
+    with pytest.raises(SystemExit):
+        cli.main(["no-such-command"])
+    # A selection study dispatches to benchmarks/selection_studies.py, or says it is absent.
+    calls = []
+
+    class Fake:
+        STUDIES = {"joint-top-k": None}
+
+        @staticmethod
+        def main(argv):
+            calls.append(argv)
+            return 0
+
+    real = cli._import
+    monkeypatch.setattr(cli, "_import", lambda m: Fake if m == "selection_studies" else real(m))
+    assert cli.main(["study", "joint-top-k", "--scale", "0.1"]) == 0
+    assert calls == [["joint-top-k", "--scale", "0.1"]]
+    monkeypatch.setattr(cli, "_import", lambda m: None if m == "selection_studies" else real(m))
+    assert cli.main(["study", "joint-quantiles"]) == 2
+    assert "not in this checkout" in capsys.readouterr().err
+
+
+def test_cli_runs_as_a_module(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "suite" in proc.stdout and "study" in proc.stdout
 
 
 def test_names_and_floors():

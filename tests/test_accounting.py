@@ -279,3 +279,139 @@ def test_dp_event_without_dp_accounting(monkeypatch):
     monkeypatch.setitem(sys.modules, "dp_accounting", None)
     with pytest.raises(ImportError, match=r"jaxdp\[accounting\]"):
         accounting.dp_event(jaxdp.exponential, epsilon=1.0)
+
+
+# ----------------------------------------------------------------------------- large inputs
+
+
+@pytest.mark.parametrize(
+    ("call", "expected"),
+    [
+        # the totals exceed the float range: a vacuous guarantee, reported as inf
+        (lambda: basic_composition([1e308, 1e308]), (math.inf, 0.0)),
+        (lambda: basic_composition([1.0], [1.0]), (1.0, 1.0)),
+        (lambda: advanced_composition(1000.0, 0.0, 10, 1e-5), (math.inf, 1e-5)),
+        (lambda: advanced_composition(1.0, 1e-5, 10**400, 1e-5), (math.inf, math.inf)),
+        (lambda: advanced_composition(0.0, 0.0, 10**400, 1e-5), (0.0, 1e-5)),
+        (lambda: group_privacy(1.0, 1e-6, 1000), (1000.0, math.inf)),
+        (lambda: group_privacy(1.0, 0.0, 10**400), (math.inf, 0.0)),
+        (lambda: group_privacy(0.0, 1e-300, 10**400), (0.0, math.inf)),
+    ],
+)
+def test_large_inputs_give_inf_not_overflow_error(call, expected):
+    assert tuple(call()) == expected
+
+
+def test_large_group_delta_is_exact_in_log_space():
+    # k e^{(k-1) eps} delta with e^{(k-1) eps} alone beyond the float range
+    eps, delta = group_privacy(1.0, 1e-300, 701)
+    assert eps == 701.0
+    assert delta == pytest.approx(math.exp(math.log(701) + 700 - 300 * math.log(10)), rel=1e-12)
+    assert per_mechanism_epsilon(1.0, 0.5, 10**400).epsilon == 0.0
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: group_privacy(1e400, 0.0, 2), r"epsilon must be finite and >= 0, got inf"),
+        (lambda: group_privacy(1.0, 0.0, 0), r"group_size must be an int >= 1, got 0"),
+        (lambda: advanced_composition(10**400, 0.0, 2, 1e-5), r"epsilon must be a real"),
+        (lambda: basic_composition([10**400]), r"epsilons\[0\] must be a real number"),
+        (lambda: accounting.optimal_composition(0.1, 0.0, 10**8, 1e-6), r"k must be <= 10\*\*7"),
+        (lambda: accounting.optimal_composition(0.1, 0.0, 5, 1.0), r"delta_prime must be in"),
+        (lambda: accounting.optimal_composition(-0.1, 0.0, 5, 0.1), r"epsilon must be finite"),
+        (lambda: accounting.optimal_composition(0.1, 0.0, 1.5, 0.1), r"k must be an int"),
+    ],
+)
+def test_large_or_bad_arguments_raise_value_error(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+# ----------------------------------------------------------------------------- optimal composition
+
+
+def test_optimal_composition_matches_randomized_response_pld_and_beats_advanced():
+    pytest.importorskip("dp_accounting")
+    from dp_accounting.pld import accountant as pld_accountant
+    from dp_accounting.pld import common, privacy_loss_distribution
+
+    for eps, k, dp in [(0.1, 100, 1e-5), (0.5, 20, 1e-3), (1.0, 10, 1e-6), (0.05, 500, 1e-7)]:
+        ours = accounting.optimal_composition(eps, 0.0, k, dp)
+        assert ours.delta == dp
+        # independent reference: the (pessimistic, 1e-5-discretised) PLD of k binary
+        # randomized responses at eps, which is the worst case of k eps-DP mechanisms
+        rr = privacy_loss_distribution.from_randomized_response(
+            2.0 / (1.0 + math.exp(eps)), 2, value_discretization_interval=1e-5
+        ).self_compose(k)
+        ref = rr.get_epsilon_for_delta(dp)
+        tol = k * 1e-5 + 1e-4  # the PLD rounds each composed loss up by < 1e-5
+        assert ref - tol <= ours.epsilon <= ref + 1e-9, (eps, k, ours, ref)
+        # never worse than dp_accounting's KOV (a discrete grid of eps') or advanced
+        kov = pld_accountant.advanced_composition(common.DifferentialPrivacyParameters(eps), k, dp)
+        assert ours.epsilon <= kov + 1e-12
+        assert ours.epsilon < advanced_composition(eps, 0.0, k, dp).epsilon
+        assert ours.epsilon <= k * eps
+        # and the check can fail: a 2% smaller epsilon would be below the reference
+        with pytest.raises(AssertionError):
+            assert ref - tol <= 0.98 * ours.epsilon
+    # per-mechanism delta: 1 - (1 - delta)^k (1 - delta')
+    g = accounting.optimal_composition(0.1, 1e-7, 100, 1e-5)
+    assert g.delta == pytest.approx(1 - (1 - 1e-7) ** 100 * (1 - 1e-5), rel=1e-12)
+    # edge cases: no slack is basic composition; eps = 0 composes to 0
+    assert accounting.optimal_composition(0.3, 0.0, 7, 0.0).epsilon == pytest.approx(2.1)
+    assert accounting.optimal_composition(0.0, 0.0, 7, 1e-3).epsilon == 0.0
+    # large k where dp_accounting's own KOV overflows: finite, and below advanced
+    big = accounting.optimal_composition(0.01, 0.0, 10_000, 1e-6).epsilon
+    assert 0 < big < advanced_composition(0.01, 0.0, 10_000, 1e-6).epsilon < 100
+
+
+# ----------------------------------------------------------------------------- budget rules
+
+
+@pytest.mark.parametrize("rule", ["advanced", "optimal"])
+def test_budget_rules_allow_more_spends_and_still_refuse_without_spending(rule):
+    budget = PrivacyBudget(2.5, 1e-6, composition=rule, slack=1e-6)
+    basic = PrivacyBudget(2.5, 1e-6)
+    n_basic = n_rule = 0
+    while basic.can_spend(0.05):
+        basic.spend(0.05)
+        n_basic += 1
+    while True:
+        try:
+            budget.spend(0.05, label=f"q{n_rule}")
+        except BudgetExceededError as err:
+            assert "Nothing was spent" in str(err) and rule in str(err)
+            break
+        n_rule += 1
+    assert n_basic == 50
+    assert n_rule > n_basic
+    assert len(budget.ledger) == n_rule  # the refused spend left no trace
+    spent = budget.spent
+    assert spent.epsilon <= 2.5 * (1 + 1e-12) and spent.delta <= 1e-6 * (1 + 1e-12)
+    # the reported guarantee is the theorem's own value for the ledger
+    if rule == "optimal":
+        ref = accounting.optimal_composition(0.05, 0.0, n_rule, 1e-6)
+    else:
+        ref = advanced_composition(0.05, 0.0, n_rule, 1e-6)
+    assert spent.epsilon == pytest.approx(ref.epsilon, rel=1e-12)
+    assert not budget.can_spend(0.05) and budget.can_spend(0.0)
+
+
+def test_budget_rule_arguments():
+    with pytest.raises(ValueError, match="composition must be one of"):
+        PrivacyBudget(1.0, composition="fancy")
+    with pytest.raises(ValueError, match="needs slack"):
+        PrivacyBudget(1.0, 1e-6, composition="optimal")
+    with pytest.raises(ValueError, match=r"slack must be <= delta"):
+        PrivacyBudget(1.0, 1e-6, composition="advanced", slack=1e-5)
+    with pytest.raises(ValueError, match="slack applies to"):
+        PrivacyBudget(1.0, 1e-6, slack=1e-7)
+    with pytest.raises(ValueError, match=r"slack must be in \(0, 1\]"):
+        PrivacyBudget(1.0, 1e-6, composition="advanced", slack=0.0)
+    b = PrivacyBudget(1.0, 1e-6, composition="optimal", slack=1e-7)
+    assert b.composition == "optimal" and "optimal" in repr(b)
+    # heterogeneous spends: still valid (eps raised to the largest), never above basic
+    for e in (0.3, 0.1, 0.2):
+        b.spend(e)
+    assert b.spent.epsilon <= 0.6 + 1e-12

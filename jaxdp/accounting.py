@@ -577,11 +577,14 @@ def _composed(entries: Sequence[LedgerEntry], rule: str, slack: float) -> list[P
         [e * math.expm1(e) if e < 709 else math.inf for e in eps]
     )
     out.append(PrivacyGuarantee(adv, _fsum(dels) + slack))
-    if rule == "optimal" and len(eps) <= _MAX_OPTIMAL_K:
+    positive = [e for e in eps if e > 0]  # ε = 0 spends add only their δ
+    if rule == "optimal" and 0 < len(positive) <= _MAX_OPTIMAL_K:
         # KOV Thm 3.3 with every ε raised to the largest (exact when homogeneous)
-        top = max(eps)
+        top = max(positive)
         out.append(
-            PrivacyGuarantee(_optimal_epsilon(top, len(eps), slack), _combined_delta(dels, slack))
+            PrivacyGuarantee(
+                _optimal_epsilon(top, len(positive), slack), _combined_delta(dels, slack)
+            )
         )
     return out
 

@@ -10,12 +10,21 @@ functions decide *how much* privacy to spend before any mechanism runs.
 * :class:`PrivacyBudget` records spends in a ledger and refuses, with
   :class:`BudgetExceededError` and without spending anything, one that would
   exceed the budget.
+* :func:`optimal_composition`: the optimal composition of k (ε, δ)-DP
+  mechanisms (Kairouz, Oh & Viswanath 2015), exact.
 * :func:`dp_event` (optional ``[accounting]`` extra) turns a jaxdp mechanism
   call into a `dp_accounting <https://pypi.org/project/dp-accounting/>`_
-  ``DpEvent``, so releases can be composed with its RDP and PLD accountants.
+  ``DpEvent``: the exponential mechanism as ε-bounded range
+  (``BoundedRangeDpEvent``), pure-ε mechanisms by their worst case
+  (``PureDpEvent``). ``RdpAccountant`` and ``PLDAccountant`` here are
+  dp_accounting's accountants taught those events, bare and under Poisson or
+  fixed-size subsampling (imported on first use; they need dp_accounting).
 
 Bad input (negative, NaN or infinite ε, δ outside [0, 1], ...) raises
-:class:`ValueError` naming the function, the parameter and the value.
+:class:`ValueError` naming the function, the parameter and the value. Valid
+input whose result exceeds the float range (a group of 1000 at ε = 1 with
+δ > 0; two spends of 1e308) gives ``inf``, the vacuous guarantee it is, never
+``OverflowError``.
 """
 
 from __future__ import annotations
@@ -799,12 +808,34 @@ _BOUNDED_RANGE = {
     "exponential",
     "exponential_streaming",
     "exponential_piecewise",
+    "joint_top_k",
     "private_mode",
     "private_price",
     "private_quantile",
+    "private_quantiles",
     "select_hypothesis",
 }
 _PURE = {"permute_and_flip"}
+_LAZY = ("BoundedRangeDpEvent", "PLDAccountant", "PureDpEvent", "RdpAccountant")
+
+
+def _bridge():
+    try:
+        from . import _dp_accounting
+    except ImportError as err:
+        raise ImportError(
+            "jaxdp.accounting's dp_accounting bridge needs dp_accounting: "
+            "pip install 'jaxdp[accounting]'"
+        ) from err
+    return _dp_accounting
+
+
+def __getattr__(name: str) -> Any:
+    """``PureDpEvent``, ``BoundedRangeDpEvent``, ``RdpAccountant`` and
+    ``PLDAccountant``, imported on first use (they need dp_accounting)."""
+    if name in _LAZY:
+        return getattr(_bridge(), name)
+    raise AttributeError(f"module 'jaxdp.accounting' has no attribute {name!r}")
 
 
 def dp_event(
@@ -822,16 +853,17 @@ def dp_event(
     ================================  ==============================================
     mechanism                         event
     ================================  ==============================================
-    exponential, private_mode,        ``ZCDpEvent(rho=ε²/8)``: ε-bounded range, hence
-    select_hypothesis, private_price, ε²/8-zCDP (Durfee & Rogers 2019;
-    private_quantile,                 Cesar & Rogers 2021)
-    exponential_piecewise,
-    exponential_streaming,
+    exponential, exponential_stream-  ``BoundedRangeDpEvent(ε)``: the exponential
+    ing, exponential_piecewise,       mechanism is ε-bounded-range (Durfee & Rogers
+    private_mode, private_price,      2019), accounted by its exact Rényi curve
+    private_quantile(s),              (Cesar & Rogers 2021) and its dominating pair
+    select_hypothesis, joint_top_k,
     report_noisy_max(noise="gumbel")
-    top_k (``k`` picks)               ``ZCDpEvent(rho=ε²/(8k))``: k peels at ε/k
-    permute_and_flip,                 ``ZCDpEvent(rho=ε²/2)``: ε-DP implies
-    report_noisy_max (laplace,        ε²/2-zCDP (Bun & Steinke 2016, Prop 3.3)
-    exponential noise)
+    top_k (``k`` picks)               ``SelfComposedDpEvent(BoundedRangeDpEvent(ε/k),
+                                      k)``: k peels at ε/k
+    permute_and_flip,                 ``PureDpEvent(ε)``: ε-DP, accounted by its
+    report_noisy_max (laplace,        worst case, binary randomized response
+    exponential noise)                (Kairouz, Oh & Viswanath 2015)
     laplace                           ``LaplaceDpEvent(noise_multiplier=1/ε)``
     gaussian (needs ``delta``)        ``GaussianDpEvent(noise_multiplier=σ/Δ₂)``, σ of
                                       the analytic Gaussian mechanism
@@ -842,17 +874,29 @@ def dp_event(
     ``count > 1`` wraps the event in ``SelfComposedDpEvent(event, count)``: each
     draw of a batch (``shape``) is a separate release.
 
+    Which accountant. ``PureDpEvent`` and ``BoundedRangeDpEvent`` subclass
+    ``dp_accounting.ZCDpEvent`` (ε²/2- and ε²/8-zCDP), so dp_accounting's own
+    ``RdpAccountant`` accepts them un-sampled, through that looser zCDP curve.
+    ``jaxdp.accounting.RdpAccountant`` and ``jaxdp.accounting.PLDAccountant``
+    (subclasses of dp_accounting's that handle every other event as before) use
+    the exact curves and pairs, and also accept them inside
+    ``PoissonSampledDpEvent`` (``ADD_OR_REMOVE_ONE``) and
+    ``SampledWithoutReplacementDpEvent`` (``REPLACE_ONE``, where the event's
+    ``replace_one_epsilon`` = 2ε applies) — which dp_accounting 0.6 offers for
+    Gaussian and Laplace events only. For a step that subsamples, wrap the
+    event: ``PoissonSampledDpEvent(q, dp_event(jaxdp.private_quantile,
+    epsilon=...))``. The derivations are in ``jaxdp/_dp_accounting.py``.
+
     **Privacy.** The events describe the mechanisms exactly (Laplace, Gaussian,
-    randomized response) or by a valid upper bound on their privacy loss
-    (zCDP for the selection mechanisms). In dp_accounting 0.6, ``ZCDpEvent`` is
-    composed by ``RdpAccountant`` only; ``PLDAccountant`` supports the Laplace,
-    Gaussian and randomized-response events. Mind the neighbouring relation:
-    jaxdp's mechanisms use add/remove-one (``ADD_OR_REMOVE_ONE``), except
-    ``randomized_response`` and ``select_hypothesis`` (replace-one); dp_accounting
-    accepts ``RandomizedResponseDpEvent`` only under ``REPLACE_ONE`` or
+    randomized response) or by their worst case over all mechanisms of the
+    class (ε-DP, ε-bounded range), which is a valid and, for the class, tight
+    description. Mind the neighbouring relation: jaxdp's mechanisms use
+    add/remove-one (``ADD_OR_REMOVE_ONE``), except ``randomized_response`` and
+    ``select_hypothesis`` (replace-one, n public: its event carries
+    ``replace_one_epsilon=ε``); dp_accounting accepts
+    ``RandomizedResponseDpEvent`` only under ``REPLACE_ONE`` or
     ``REPLACE_SPECIAL``, and ``LaplaceDpEvent`` only under ``ADD_OR_REMOVE_ONE``
-    or ``REPLACE_SPECIAL``. For a handful of pure-DP releases, zCDP conversion is
-    looser than :func:`basic_composition`; it wins for many compositions.
+    or ``REPLACE_SPECIAL``.
 
     Args:
       mechanism: a jaxdp mechanism (e.g. ``jaxdp.exponential``) or its name.
@@ -875,17 +919,33 @@ def dp_event(
       >>> import jaxdp
       >>> from jaxdp.accounting import dp_event
       >>> dp_event(jaxdp.exponential, epsilon=1.0)  # doctest: +SKIP
-      ZCDpEvent(rho=0.125, xi=0.0)
+      BoundedRangeDpEvent(rho=0.125, xi=0.0, epsilon=1.0, replace_one_epsilon=2.0)
+      >>> import dp_accounting  # doctest: +SKIP
+      >>> from jaxdp.accounting import RdpAccountant  # doctest: +SKIP
+      >>> step = dp_accounting.PoissonSampledDpEvent(  # doctest: +SKIP
+      ...     0.01, dp_event(jaxdp.private_quantile, epsilon=0.5))
+      >>> acc = RdpAccountant()  # doctest: +SKIP
+      >>> _ = acc.compose(step, 1000)  # doctest: +SKIP
+      >>> round(acc.get_epsilon(1e-6), 3)  # doctest: +SKIP
+      0.343
 
     References:
-      M. Bun and T. Steinke, `Concentrated Differential Privacy: Simplifications,
-      Extensions, and Lower Bounds <https://arxiv.org/abs/1605.02065>`_, TCC 2016.
       D. Durfee and R. Rogers, `Practical Differentially Private Top-k Selection
       with Pay-what-you-get Composition <https://arxiv.org/abs/1905.04273>`_,
       NeurIPS 2019.
       M. Cesar and R. Rogers, `Bounding, Concentrating, and Truncating: Unifying
       Privacy Loss Composition for Data Analytics <https://arxiv.org/abs/2004.07223>`_,
       ALT 2021.
+      J. Dong, D. Durfee and R. Rogers, `Optimal Differential Privacy Composition
+      for Exponential Mechanisms <https://arxiv.org/abs/1909.13830>`_, ICML 2020.
+      P. Kairouz, S. Oh and P. Viswanath, `The Composition Theorem for
+      Differential Privacy <https://proceedings.mlr.press/v37/kairouz15.html>`_,
+      ICML 2015.
+      Y. Zhu, J. Dong and Y.-X. Wang, `Optimal Accounting of Differential Privacy
+      via Characteristic Function <https://arxiv.org/abs/2106.08567>`_, AISTATS
+      2022 (dominating pairs under subsampling).
+      I. Mironov, `Rényi Differential Privacy <https://arxiv.org/abs/1702.07476>`_,
+      CSF 2017.
       Google, `dp_accounting <https://pypi.org/project/dp-accounting/>`_.
     """
     fn = "dp_event"
@@ -909,26 +969,30 @@ def dp_event(
         raise ValueError(f"{fn}: num_categories applies to randomized_response only, got {name}")
     if k is not None and name != "top_k":
         raise ValueError(f"{fn}: k applies to top_k only, got k={k!r} for {name}")
+    if name == "report_noisy_max" and noise not in ("laplace", "gumbel", "exponential"):
+        raise ValueError(
+            f"{fn}: noise must be one of ['laplace', 'gumbel', 'exponential'], got {noise!r}"
+        )
     try:
         import dp_accounting
     except ImportError as err:
         raise ImportError(
             "jaxdp.accounting.dp_event needs dp_accounting: pip install 'jaxdp[accounting]'"
         ) from err
+    bridge = _bridge()
 
-    if name in _BOUNDED_RANGE or (name == "report_noisy_max" and noise == "gumbel"):
-        event = dp_accounting.ZCDpEvent(rho=eps * eps / 8.0)
+    if name == "select_hypothesis":  # replace-one, n public
+        event = bridge.BoundedRangeDpEvent(eps, replace_one_epsilon=eps)
+    elif name in _BOUNDED_RANGE or (name == "report_noisy_max" and noise == "gumbel"):
+        event = bridge.BoundedRangeDpEvent(eps)
     elif name in _PURE or name == "report_noisy_max":
-        if noise not in ("laplace", "gumbel", "exponential"):
-            raise ValueError(
-                f"{fn}: noise must be one of ['laplace', 'gumbel', 'exponential'], got {noise!r}"
-            )
-        event = dp_accounting.ZCDpEvent(rho=eps * eps / 2.0)
+        event = bridge.PureDpEvent(eps)
     elif name == "top_k":
         if k is None:
             raise ValueError(f"{fn}: top_k needs k, the number of picks")
         picks = _count(fn, "k", k)
-        event = dp_accounting.ZCDpEvent(rho=eps * eps / (8.0 * picks))
+        event = bridge.BoundedRangeDpEvent(eps / picks)
+        event = event if picks == 1 else dp_accounting.SelfComposedDpEvent(event, picks)
     elif name == "laplace":
         event = dp_accounting.LaplaceDpEvent(noise_multiplier=1.0 / eps)
     elif name == "gaussian":

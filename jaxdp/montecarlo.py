@@ -46,12 +46,17 @@ batch: each device reduces its own share to per-block sums. With one process the
 host reads the shares directly; with several, every batch ends with one
 cross-process all-gather of those reductions (a few numbers per block of
 :data:`BLOCK_SIZE` trials per metric, plus min, max and histogram counts per
-device), so that every process can fold them into the same accumulators. On
-loopback CPU (2 processes x 2 devices, gloo) that gather cost about 2-6 ms per
-batch for a scalar metric (see ``benchmarks/results/studies/multihost.json``),
-against ~0.1 ms for one process: with ``batch_size`` of 2**20 trials or more the
-gather is well under 1 % of a batch of even the cheapest trial, so the default
-65,536 should be raised to 2**20-2**24 for multi-host runs.
+device), so that every process can fold them into the same accumulators.
+Measured on loopback CPU (``python -m benchmarks.multihost``: 2 processes x 1
+device with gloo against 1 process x 2 devices, a 2-core machine under other
+load; ``benchmarks/results/studies/multihost.json``): the all-gather costs
+about 15-20 ms per batch, against 0.2-0.3 ms for one process reading its own
+devices. For it to stay under 1 % of a batch, a batch must take 1.5-2 s of
+device time: about 2**24 trials for the cheapest trial (one uniform draw, ~1.5e7
+trials/s per host here), 2**20 for a trial 16 times costlier. So raise
+``batch_size`` from the default 65,536 to 2**20-2**24 for multi-host runs (on
+GPUs, by the ratio of their throughput); memory grows with it, the results do
+not change.
 """
 
 from __future__ import annotations

@@ -423,3 +423,14 @@ def test_sizes_out_of_range_raise_value_error():
     # a huge num_trials with a sane batch is fine (only the first batch is traced here)
     with pytest.raises(ValueError, match="first_trial \\+ num_trials must be <= 2\\*\\*64"):
         montecarlo.run(uniform_trial, KEY, 2**64, first_trial=1, progress=False)
+
+
+def test_at_scale_study_quick_run(tmp_path):
+    pytest.importorskip("matplotlib")
+    from benchmarks import studies
+
+    assert studies.main(["at-scale", "--scale", "1e-5", "--out", str(tmp_path)]) == 0
+    data = json.loads((tmp_path / "at_scale.json").read_text())
+    assert (tmp_path / "at_scale.png").stat().st_size > 0
+    assert data["trials"] == 10_000 and data["memory"]["host_peak_rss_mib"] > 0
+    assert abs(data["gap_z"]) < 4 and data["chi_square_pvalue"] > 1e-4

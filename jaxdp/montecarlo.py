@@ -18,9 +18,45 @@ one key gives bit-identical summaries on 1 or 8 devices and for any batch size.
 Several hosts. Call :func:`jax.distributed.initialize` on every process first,
 then call :func:`run` with the same arguments on every process: the mesh spans
 ``jax.devices()`` (all processes' devices), each device runs its share of each
-batch, and every process receives the same, replicated summary. jaxdp has no
-scheduler of its own: launch the processes with your cluster's tool (SLURM,
-``mpirun``, Kubernetes, ...), as for any multi-host JAX program.
+batch, and every process receives the same, replicated summary, equal field by
+field to a one-process run with the same key (tested in CI with 2 processes x 2
+CPU devices against 1 x 4 and 1 x 1). jaxdp has no scheduler of its own: launch
+the processes with your cluster's tool (SLURM, ``mpirun``, Kubernetes, ...), as
+for any multi-host JAX program. One command per host, e.g. for 2 GPU hosts::
+
+    # on every host; PROCESS_ID is 0 on the first host, 1 on the second
+    export JAXDP_COORDINATOR=10.0.0.1:12345  # host 0's address, a free port
+    python my_study.py --process-id $PROCESS_ID --num-processes 2
+
+    # my_study.py
+    jax.distributed.initialize(coordinator_address=os.environ["JAXDP_COORDINATOR"],
+                               num_processes=args.num_processes,
+                               process_id=args.process_id)
+    out = montecarlo.run(trial, jax.random.key(0), 10**10, batch_size=2**24)
+    if jax.process_index() == 0:
+        save(out)
+
+(on SLURM or Cloud TPU, ``jax.distributed.initialize()`` with no arguments reads
+the cluster's environment). On CPU-only hosts JAX needs its CPU collectives,
+``jax.config.update("jax_cpu_collectives_implementation", "gloo")`` (the
+default from JAX 0.4.3x on).
+
+Cost of several processes. The devices do not talk to each other inside a
+batch: each device reduces its own share to per-block sums. With one process the
+host reads the shares directly; with several, every batch ends with one
+cross-process all-gather of those reductions (a few numbers per block of
+:data:`BLOCK_SIZE` trials per metric, plus min, max and histogram counts per
+device), so that every process can fold them into the same accumulators.
+Measured on loopback CPU (``python -m benchmarks.multihost``: 2 processes x 1
+device with gloo against 1 process x 2 devices, a 2-core machine under other
+load; ``benchmarks/results/studies/multihost.json``): the all-gather costs
+about 15-20 ms per batch, against 0.2-0.3 ms for one process reading its own
+devices. For it to stay under 1 % of a batch, a batch must take 1.5-2 s of
+device time: about 2**24 trials for the cheapest trial (one uniform draw, ~1.5e7
+trials/s per host here), 2**20 for a trial 16 times costlier. So raise
+``batch_size`` from the default 65,536 to 2**20-2**24 for multi-host runs (on
+GPUs, by the ratio of their throughput); memory grows with it, the results do
+not change.
 """
 
 from __future__ import annotations
@@ -93,7 +129,10 @@ class Summary(NamedTuple):
 
 
 class _BatchStats(NamedTuple):
-    """Per-batch reduction of one metric leaf, sharded over devices (no collectives).
+    """Per-batch reduction of one metric leaf, sharded over devices.
+
+    No collective runs inside the step; with several processes the host gathers
+    these shares across processes once per batch (:func:`_to_host`).
 
     Block arrays concatenate the devices' blocks in device order, which is global
     trial order; the per-device arrays have a leading axis of one row per device.
@@ -114,6 +153,7 @@ class _Config(NamedTuple):
     mesh: Mesh
     per_device: int  # trials per device per batch, a multiple of BLOCK_SIZE
     bins: tuple[tuple[str, tuple[float, ...]], ...]  # (leaf name, edges)
+    key_impl: str  # the PRNG implementation of the study key (its raw data travels)
 
 
 # ----------------------------------------------------------------------------- keys
@@ -236,8 +276,9 @@ def _reduce_leaf(x: Array, mask: Array, edges: tuple[float, ...] | None) -> _Bat
     vmin = jnp.min(jnp.where(vmask, x, inf), axis=0)
     vmax = jnp.max(jnp.where(vmask, x, -inf), axis=0)
     hist = None if edges is None else _histogram(x, mask, edges)[None]
-    # no collectives: every device returns its share and the host combines them
-    # (collectives cost a rendezvous per batch, which dominates cheap trials on CPU)
+    # no collectives in the step: every device returns its share and the host
+    # combines them (a device-side rendezvous per batch would dominate cheap trials on
+    # CPU); with several processes the host all-gathers the shares once per batch
     return _BatchStats(
         block_sum=block_sum,
         block_mean=block_mean,
@@ -249,16 +290,22 @@ def _reduce_leaf(x: Array, mask: Array, edges: tuple[float, ...] | None) -> _Bat
     )
 
 
-def _as_metric(leaf: Any, name: str) -> Array:
-    arr = jnp.asarray(leaf)
+def _as_metric(leaf: Any, metric: str, trial_name: str) -> Array:
+    try:
+        arr = jnp.asarray(leaf)
+    except TypeError as err:
+        raise ValueError(
+            f"run: every metric returned by trial must be a real number or array; trial "
+            f"{trial_name} returns {metric or 'its output'!r} = {leaf!r}"
+        ) from err
     if not (
         jnp.issubdtype(arr.dtype, jnp.integer)
         or jnp.issubdtype(arr.dtype, jnp.floating)
         or arr.dtype == jnp.bool_
     ):
         raise ValueError(
-            f"run: every metric returned by trial must be a real number or array; metric "
-            f"{name!r} has dtype {arr.dtype}"
+            f"run: every metric returned by trial must be a real number or array; trial "
+            f"{trial_name} returns metric {metric or '<its output>'!r} of dtype {arr.dtype}"
         )
     return arr.astype(_checks.compute_dtype())
 
@@ -266,10 +313,14 @@ def _as_metric(leaf: Any, name: str) -> Array:
 @functools.lru_cache(maxsize=64)
 def _compiled_step(trial: Callable, config: _Config) -> Callable:
     """The jitted, sharded batch step for ``trial`` (cached: one trace per config)."""
-    mesh, per_device, bins = config
+    mesh, per_device, bins, key_impl = config
     bins_by_name = dict(bins)
+    name = _trial_name(trial)
 
-    def per_device_step(key, hi, lo, n_valid, params):
+    def per_device_step(key_data, hi, lo, n_valid, params):
+        # the key travels as raw uint32 data: typed keys cannot be turned into the
+        # NumPy arrays that a mesh spanning several processes needs
+        key = jax.random.wrap_key_data(key_data, impl=key_impl)
         device = jax.lax.axis_index(_AXIS).astype(jnp.uint32)
         offsets = device * np.uint32(per_device) + jnp.arange(per_device, dtype=jnp.uint32)
         mask = offsets < n_valid.astype(jnp.uint32)
@@ -277,15 +328,17 @@ def _compiled_step(trial: Callable, config: _Config) -> Callable:
         metrics = jax.vmap(lambda k: trial(k, *params))(keys)
         leaves, treedef = jax.tree_util.tree_flatten_with_path(metrics)
         names = [_leaf_name(path) for path, _ in leaves]
+        if not leaves:
+            raise ValueError(f"run: trial {name} returned no metrics (an empty pytree)")
         unknown = sorted(set(bins_by_name) - set(names))
         if unknown:
             raise ValueError(
-                f"run: bins names metrics {unknown} that trial does not return; its metrics "
-                f"are {names}"
+                f"run: bins names metrics {unknown} that trial {name} does not return; its "
+                f"metrics are {names}"
             )
         stats = [
-            _reduce_leaf(_as_metric(leaf, name), mask, bins_by_name.get(name))
-            for (_, leaf), name in zip(leaves, names, strict=True)
+            _reduce_leaf(_as_metric(leaf, metric, name), mask, bins_by_name.get(metric))
+            for (_, leaf), metric in zip(leaves, names, strict=True)
         ]
         return jax.tree_util.tree_unflatten(treedef, stats)
 
@@ -447,6 +500,40 @@ def _replicated(mesh: Mesh, value: Any) -> Any:
     )
 
 
+_MAX_BATCH = 1 << 30
+
+
+def _trial_name(trial: Callable) -> str:
+    name = getattr(trial, "__qualname__", None) or getattr(trial, "__name__", None)
+    if name is None and isinstance(trial, functools.partial):
+        return f"functools.partial({_trial_name(trial.func)}, ...)"
+    return repr(trial) if name is None else name
+
+
+def _trace_step(step: Callable, trial: Callable, args: tuple, num_params: int, fn: str) -> None:
+    """Traces the sharded step once (no FLOPs) and raises a clear ``ValueError``.
+
+    Runs before the progress bar and before any batch, so that a trial with the
+    wrong signature or outputs fails at once, naming the trial. The trace is the
+    one the first batch reuses (the jit cache), so nothing is traced twice.
+    """
+    try:
+        step.trace(*args)
+    except ValueError as err:
+        if str(err).startswith(f"{fn}: "):
+            raise
+        raise ValueError(
+            f"{fn}: trial {_trial_name(trial)} raised while being traced as "
+            f"trial(key, *params) with {num_params} param(s): {err}"
+        ) from err
+    except Exception as err:  # noqa: BLE001 - re-raised with context
+        raise ValueError(
+            f"{fn}: calling trial {_trial_name(trial)} as trial(key, *params), with one PRNG "
+            f"key of shape () and {num_params} param(s), failed while tracing: "
+            f"{type(err).__name__}: {err}"
+        ) from err
+
+
 def run(
     trial: Callable[..., Any],
     key: PRNGKey,
@@ -478,7 +565,9 @@ def run(
     :func:`jax.shard_map` on a one-axis mesh over ``devices``: each device takes
     a contiguous slice of the batch, derives its trials' keys from their global
     indices, and reduces its metrics to block sums, min, max and counts, which the
-    host combines (no collectives). The step is jitted once per call (the last,
+    host combines (no collective inside the step; with several processes the
+    host all-gathers each batch's reductions across processes, see the module
+    notes for its cost). The step is jitted once per call (the last,
     partial batch reuses it with the padding masked out of every reduction) and
     cached, so a second call with the same ``trial`` and sizes does not retrace.
     Batches are dispatched one ahead of the host reduction, so devices stay busy.
@@ -534,9 +623,13 @@ def run(
 
     Raises:
       ValueError: ``trial`` not callable; a bad key; ``num_trials``,
-        ``batch_size`` or ``first_trial`` not ints in range; ``level`` outside
-        (0, 1); bad ``bins``, or bins naming a metric that ``trial`` does not
-        return; metrics that are not real or bool arrays.
+        ``batch_size`` or ``first_trial`` not ints in range (a step holds at most
+        2**30 trials); ``level`` outside (0, 1); bad ``bins``, or bins naming a
+        metric that ``trial`` does not return. Before anything runs, ``trial`` is
+        traced once with :func:`jax.eval_shape`: a trial that cannot be called as
+        ``trial(key, *params)`` or returns something other than real or bool
+        arrays raises here, naming the trial and the cause (the original error is
+        chained).
 
     Examples:
       >>> import jax, jax.numpy as jnp
@@ -583,12 +676,24 @@ def run(
 
     unit = BLOCK_SIZE * num_devices
     batch = -(-min(batch_size, num_trials) // unit) * unit
+    if batch > _MAX_BATCH:
+        raise ValueError(
+            f"{fn}: batch_size must be <= 2**30 trials per step (the per-step trial counts "
+            f"are 32-bit and one batch must fit in device memory), got batch_size="
+            f"{batch_size} (num_trials={num_trials}, {num_devices} devices: {batch} per step); "
+            f"pass a smaller batch_size, the number of trials is unbounded"
+        )
     mesh = Mesh(np.asarray(devices, dtype=object), (_AXIS,))
-    step = _compiled_step(trial, _Config(mesh, batch // num_devices, bins_spec))
+    key_impl = str(jax.random.key_impl(key))
+    step = _compiled_step(trial, _Config(mesh, batch // num_devices, bins_spec, key_impl))
     z = statistics.NormalDist().inv_cdf(0.5 + level / 2)
     edges_by_name = dict(bins_spec)
     params = _replicated(mesh, params)
-    key_arg = key if jax.process_count() == 1 else _replicated(mesh, key)
+    # clone: the study key feeds every batch, an intended reuse for jax.debug_key_reuse
+    # (each trial's key is still distinct: fold_in of its index)
+    key_data = _replicated(mesh, np.asarray(jax.random.key_data(jax.random.clone(key))))
+    step_args = (np.uint32(first_trial >> 32), np.uint32(first_trial & 0xFFFFFFFF), np.int32(batch))
+    _trace_step(step, trial, (key_data, *_replicated(mesh, step_args), params), len(params), fn)
 
     accs: list[_Accumulator] | None = None
     treedef = None
@@ -620,9 +725,7 @@ def run(
                 np.uint32(start & 0xFFFFFFFF),
                 np.int32(n_valid),
             )
-            # the study key feeds every batch: clone marks that reuse as intended for
-            # jax.debug_key_reuse (each trial's key is still distinct: fold_in of its index)
-            out = step(jax.random.clone(key_arg), *_replicated(mesh, args), params)
+            out = step(key_data, *_replicated(mesh, args), params)
             if pending is not None:
                 absorb(*pending)
             pending = (out, n_valid)

@@ -227,10 +227,13 @@ def test_memory_does_not_grow_with_num_trials():
     # the executable's buffers are those of one batch (a few blocks of sums), far below
     # the 64 MiB that the 2**22 x 4 float32 metrics would take
     config = montecarlo._Config(
-        jax.sharding.Mesh(np.asarray(jax.devices()), ("trials",)), 4096 // len(jax.devices()), ()
+        jax.sharding.Mesh(np.asarray(jax.devices()), ("trials",)),
+        4096 // len(jax.devices()),
+        (),
+        str(jax.random.key_impl(KEY)),
     )
     step = montecarlo._compiled_step(trial, config)
-    args = (KEY, np.uint32(0), np.uint32(0), np.int32(4096), ())
+    args = (jax.random.key_data(KEY), np.uint32(0), np.uint32(0), np.int32(4096), ())
     mem = step.lower(*args).compile().memory_analysis()
     if mem is not None:
         total = mem.temp_size_in_bytes + mem.output_size_in_bytes + mem.argument_size_in_bytes
@@ -374,3 +377,60 @@ def test_studies_quick_run_writes_json_and_plot(tmp_path):
     assert (tmp_path / "most_common.png").stat().st_size > 0
     assert data["trials"] == 2 * 2000 and data["machine"]["backend"] == "cpu"
     assert data["conclusion"]["min_chi_square_pvalue"] > 1e-4
+
+
+# ----------------------------------------------------------------------------- early errors
+
+
+def test_wrong_trial_signature_fails_early_naming_the_trial(monkeypatch):
+    def two_keys(key, other):  # needs a param that is not passed
+        return jax.random.uniform(key)
+
+    def bar(*args, **kwargs):  # the progress bar must not start before the check
+        raise AssertionError("progress bar started before the trial was checked")
+
+    monkeypatch.setattr(montecarlo, "_progress_bar", bar)
+    with pytest.raises(ValueError, match=r"trial .*two_keys.* failed while tracing: TypeError"):
+        montecarlo.run(two_keys, KEY, 10, progress=True)
+
+    def returns_string(key):
+        return {"label": "x"}
+
+    with pytest.raises(ValueError, match=r"returns_string.*'x'.*not a valid JAX type"):
+        montecarlo.run(returns_string, KEY, 10, progress=True)
+
+    def returns_key(key):
+        return {"k": jax.random.split(key)}
+
+    with pytest.raises(ValueError, match=r"returns_key returns metric 'k' of dtype key"):
+        montecarlo.run(returns_key, KEY, 10, progress=True)
+
+    def raises_inside(key, eps):
+        return jaxdp.exponential(key, SCORES, epsilon=eps, sensitivity=-1.0)
+
+    with pytest.raises(ValueError, match=r"trial .*raises_inside.* sensitivity"):
+        montecarlo.run(raises_inside, KEY, 10, 0.5, progress=True)
+
+
+def test_sizes_out_of_range_raise_value_error():
+    n = 2**31 + 5
+    with pytest.raises(
+        ValueError, match=r"batch_size must be <= 2\*\*30.*got batch_size=2147483653"
+    ):
+        montecarlo.run(uniform_trial, KEY, n, batch_size=n, progress=False)
+    with pytest.raises(ValueError, match="num_trials must be an int"):
+        montecarlo.run(uniform_trial, KEY, float(n), progress=False)
+    # a huge num_trials with a sane batch is fine (only the first batch is traced here)
+    with pytest.raises(ValueError, match="first_trial \\+ num_trials must be <= 2\\*\\*64"):
+        montecarlo.run(uniform_trial, KEY, 2**64, first_trial=1, progress=False)
+
+
+def test_at_scale_study_quick_run(tmp_path):
+    pytest.importorskip("matplotlib")
+    from benchmarks import studies
+
+    assert studies.main(["at-scale", "--scale", "1e-5", "--out", str(tmp_path)]) == 0
+    data = json.loads((tmp_path / "at_scale.json").read_text())
+    assert (tmp_path / "at_scale.png").stat().st_size > 0
+    assert data["trials"] == 10_000 and data["memory"]["host_peak_rss_mib"] > 0
+    assert abs(data["gap_z"]) < 4 and data["chi_square_pvalue"] > 1e-4

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
 from fractions import Fraction
@@ -271,3 +272,245 @@ def test_permute_and_flip_never_worse_than_exponential():
 def test_bad_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+# ----------------------------------------------------------------------------- continuous laws
+
+EDGES = np.array([-1.0, 0.0, 0.0, 0.5, 2.0, 2.0001, 3.0])
+INTERCEPTS = np.array([0.5, 9.0, 1.0, 3.0, -np.inf, -2.0])
+SLOPES = np.array([1.0, 0.0, 0.0, -1.5, 2.0, 40.0])  # zero width, flat, steep, excluded
+
+
+def _quad(f, edges):
+    total = 0.0
+    for a, b in zip(edges[:-1], edges[1:], strict=True):
+        if b > a:
+            total += scipy.integrate.quad(f, a, b, epsabs=0, epsrel=1e-12, limit=200)[0]
+    return total
+
+
+def _piecewise_utility(r, edges, intercepts, slopes):
+    j = np.clip(np.searchsorted(edges, r, side="right") - 1, 0, len(slopes) - 1)
+    while j > 0 and edges[j] == edges[j + 1]:  # zero-width intervals hold no point
+        j -= 1
+    return intercepts[j] + slopes[j] * r
+
+
+@pytest.mark.parametrize(("eps", "sens", "mono"), [(1.0, 1.0, False), (3.0, 0.5, True)])
+def test_piecewise_law_and_gap_match_quadrature(eps, sens, mono):
+    k = eps / sens if mono else eps / (2 * sens)
+    u = lambda r: _piecewise_utility(r, EDGES, INTERCEPTS, SLOPES)
+    best = 9.0  # the flat interval is zero-width: the sup over positive widths is below
+    best = max(
+        max(c + m * a, c + m * b)
+        for a, b, c, m in zip(EDGES[:-1], EDGES[1:], INTERCEPTS, SLOPES, strict=True)
+        if b > a and c > -np.inf
+    )
+    dens = lambda r: math.exp(k * (u(r) - best)) if np.isfinite(u(r)) else 0.0
+    z = _quad(dens, EDGES)
+    law = utility.exponential_piecewise_law(
+        EDGES, INTERCEPTS, SLOPES, epsilon=eps, sensitivity=sens, monotonic=mono
+    )
+    for j, (a, b) in enumerate(zip(EDGES[:-1], EDGES[1:], strict=True)):
+        ref = _quad(dens, [a, b]) / z if b > a else 0.0
+        assert law.probs[j] == pytest.approx(ref, rel=1e-9, abs=1e-15), j
+    for x in (-1.0, -0.3, 0.0, 0.2, 1.7, 2.00005, 2.5, 3.0):
+        ref = _quad(dens, [v for v in EDGES if v < x] + [x]) / z if x > EDGES[0] else 0.0
+        assert law.cdf(x) == pytest.approx(ref, rel=1e-9, abs=1e-14), x
+    mean = _quad(lambda r: r * dens(r), EDGES) / z
+    assert law.mean() == pytest.approx(mean, rel=1e-9)
+    gap = best - _quad(lambda r: u(r) * dens(r) if np.isfinite(u(r)) else 0.0, EDGES) / z
+    got = utility.exponential_piecewise_expected_gap(
+        EDGES, INTERCEPTS, SLOPES, epsilon=eps, sensitivity=sens, monotonic=mono
+    )
+    assert got == pytest.approx(gap, rel=1e-9)
+    # and the comparison can fail: the gap of a 10% larger epsilon differs
+    wrong = utility.exponential_piecewise_expected_gap(
+        EDGES, INTERCEPTS, SLOPES, epsilon=1.1 * eps, sensitivity=sens, monotonic=mono
+    )
+    with pytest.raises(AssertionError):
+        assert wrong == pytest.approx(gap, rel=1e-6)
+
+
+BIDS = np.array([1.0, 1.0, 1.0, 3.01, 0.4, 2.2, 5.0])  # 5.0 lies above hi: clipped
+
+
+def test_price_law_and_revenue_loss_match_quadrature():
+    eps, lo, hi = 2.0, 0.0, 3.5
+    b = np.clip(BIDS, lo, hi)
+    rev = lambda p: p * np.count_nonzero(b >= p)
+    grid = np.unique(np.concatenate([[lo, hi], b]))
+    best = max(rev(v) for v in grid)
+    dens = lambda p: math.exp(eps * (rev(p) - best) / (2 * hi))
+    z = _quad(dens, grid)
+    loss = best - _quad(lambda p: rev(p) * dens(p), grid) / z
+    got = utility.private_price_expected_loss(BIDS, epsilon=eps, bounds=(lo, hi))
+    assert got == pytest.approx(loss, rel=1e-9)
+    law = utility.private_price_law(BIDS, epsilon=eps, bounds=(lo, hi))
+    for x in (0.3, 1.0, 2.0, 3.2):
+        ref = _quad(dens, [v for v in grid if v < x] + [x]) / z
+        assert law.cdf(x) == pytest.approx(ref, rel=1e-9)
+    with pytest.raises(AssertionError):
+        assert utility.private_price_expected_loss(
+            BIDS, epsilon=1.1 * eps, bounds=(lo, hi)
+        ) == pytest.approx(loss, rel=1e-6)
+
+
+DATA = np.array([0.3, 1.2, 1.2, 2.5, 2.7, 3.9, 4.4, -7.0, 8.8])  # two clipped, a tie
+
+
+@pytest.mark.parametrize("q", [0.0, 0.3, 0.5, 0.9, 1.0])
+def test_quantile_errors_match_quadrature(q):
+    eps, lo, hi = 1.3, 0.0, 5.0
+    x = np.sort(np.clip(DATA, lo, hi))
+    n = x.size
+    count = lambda r: np.count_nonzero(x < r)
+    sens = max(q, 1 - q)  # the design's add/remove sensitivity
+    dens = lambda r: math.exp(-eps * abs(count(r) - q * n) / (2 * sens))
+    edges = np.unique(np.concatenate([[lo, hi], x]))
+    z = _quad(dens, edges)
+    err = utility.private_quantile_error(DATA, q, epsilon=eps, bounds=(lo, hi))
+    rank = _quad(lambda r: abs(count(r) - q * n) * dens(r), edges) / z
+    assert err.rank_error == pytest.approx(rank, rel=1e-9)
+    assert err.target == pytest.approx(np.quantile(x, q))
+    val = _quad(lambda r: abs(r - err.target) * dens(r), np.union1d(edges, [err.target])) / z
+    assert err.value_error == pytest.approx(val, rel=1e-9)
+    sq = _quad(lambda r: (r - err.target) ** 2 * dens(r), edges) / z
+    assert err.squared_value_error == pytest.approx(sq, rel=1e-9)
+    # the rank-error law sums to 1 and its mean is the rank error
+    assert err.rank_probs.sum() == pytest.approx(1.0, abs=1e-12)
+    assert float(np.dot(err.rank_values, err.rank_probs)) == pytest.approx(rank, rel=1e-9)
+    # the old sensitivity 1 (not max(q, 1-q)) gives another law unless q is 0 or 1
+    if 0 < q < 1:
+        old = utility.private_quantile_error(DATA, q, epsilon=eps * sens, bounds=(lo, hi))
+        with pytest.raises(AssertionError):
+            assert old.rank_error == pytest.approx(rank, rel=1e-6)
+
+
+def test_quantile_of_empty_data_is_uniform():
+    err = utility.private_quantile_error([], 0.3, epsilon=1.0, bounds=(-1.0, 3.0), target=0.0)
+    assert err.rank_error == 0.0 and err.value_error == pytest.approx((1 + 9) / 8)
+    law = utility.private_quantile_law(np.zeros(0), 0.3, epsilon=1.0, bounds=(-1.0, 3.0))
+    np.testing.assert_allclose(law.cdf([-2.0, -1.0, 0.0, 3.0]), [0.0, 0.0, 0.25, 1.0])
+
+
+# ----------------------------------------------------------------------------- samplers vs laws
+
+
+def test_samplers_follow_the_exact_continuous_laws():
+    key = jax.random.key(0)
+    k1, k2, k3 = jax.random.split(key, 3)
+    eps = 1.0
+    draws = jaxdp.exponential_piecewise(
+        k1, EDGES, INTERCEPTS, SLOPES, epsilon=eps, sensitivity=1.0, shape=(200_000,)
+    )
+    law = utility.exponential_piecewise_law(EDGES, INTERCEPTS, SLOPES, epsilon=eps, sensitivity=1)
+    assert utility.goodness_of_fit(draws, cdf=law.cdf).pvalue > 1e-3
+    wrong = utility.exponential_piecewise_law(
+        EDGES, INTERCEPTS, SLOPES, epsilon=0.8 * eps, sensitivity=1
+    )
+    assert utility.goodness_of_fit(draws, cdf=wrong.cdf).pvalue < 1e-3
+
+    price = jaxdp.private_price
+    rng = {"bounds": (0.0, 3.5)}
+    if "bounds" not in inspect.signature(price).parameters:  # before the rename
+        rng = {"price_range": (0.0, 3.5)}
+    bids = np.clip(BIDS, 0.0, 3.5)
+    draws = price(k2, bids, epsilon=2.0, shape=(200_000,), **rng)
+    law = utility.private_price_law(bids, epsilon=2.0, bounds=(0.0, 3.5))
+    assert utility.goodness_of_fit(draws, cdf=law.cdf).pvalue > 1e-3
+    wrong = utility.private_price_law(bids, epsilon=1.6, bounds=(0.0, 3.5))
+    assert utility.goodness_of_fit(draws, cdf=wrong.cdf).pvalue < 1e-3
+
+    # q = 1: the sensitivity max(q, 1 - q) is 1 under both the old and new design
+    draws = jaxdp.private_quantile(k3, DATA, 1.0, epsilon=1.3, bounds=(0.0, 5.0), shape=(200_000,))
+    law = utility.private_quantile_law(DATA, 1.0, epsilon=1.3, bounds=(0.0, 5.0))
+    assert utility.goodness_of_fit(draws, cdf=law.cdf).pvalue > 1e-3
+    wrong = utility.private_quantile_law(DATA, 1.0, epsilon=1.1, bounds=(0.0, 5.0))
+    assert utility.goodness_of_fit(draws, cdf=wrong.cdf).pvalue < 1e-3
+
+
+def test_goodness_of_fit_discrete():
+    probs = utility.exponential_probs(SCORES6, epsilon=1.0, sensitivity=1.0)
+    draws = jaxdp.exponential(
+        jax.random.key(1), SCORES6, epsilon=1.0, sensitivity=1.0, shape=(100_000,)
+    )
+    res = utility.goodness_of_fit(draws, probs=probs)
+    assert res.test == "chi-square" and res.num_draws == 100_000 and res.pvalue > 1e-3
+    wrong = utility.exponential_probs(SCORES6, epsilon=0.9, sensitivity=1.0)
+    assert utility.goodness_of_fit(draws, probs=wrong).pvalue < 1e-3
+    # an outcome of probability 0 that was drawn: rejected at once
+    zero = np.append(probs[:-1], 0.0)
+    zero[0] += probs[-1]
+    assert utility.goodness_of_fit(draws, probs=zero).pvalue == 0.0
+    # rare outcomes are pooled
+    rare = utility.goodness_of_fit(np.zeros(100, int), probs=[0.999, 0.0005, 0.0005])
+    assert rare.num_bins == 2 and rare.pvalue > 0.5
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        (dict(), "exactly one of probs"),
+        (dict(probs=[0.5, 0.5], cdf=np.tanh), "exactly one of probs"),
+        (dict(probs=[0.5, 0.6]), "sum to 1"),
+        (dict(probs=[1.0]), r"lie in \[0, 1\)"),
+        (dict(probs=[0.5, 0.5], min_expected=0), "min_expected must be > 0"),
+        (dict(cdf="norm"), "cdf must be callable"),
+    ],
+)
+def test_goodness_of_fit_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        utility.goodness_of_fit(np.array([0, 1, 1]), **kwargs)
+
+
+def test_goodness_of_fit_without_scipy(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "scipy.stats", None)
+    with pytest.raises(ImportError, match="needs scipy"):
+        utility.goodness_of_fit([0, 1], probs=[0.5, 0.5])
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: utility.private_quantile_error([1.0], 1.5, epsilon=1, bounds=(0, 1)), "q must"),
+        (lambda: utility.private_quantile_error([1.0], 0.5, epsilon=0, bounds=(0, 1)), "epsilon"),
+        (lambda: utility.private_quantile_law([1.0], 0.5, epsilon=1, bounds=(1, 0)), "bounds"),
+        (lambda: utility.private_quantile_law([np.nan], 0.5, epsilon=1, bounds=(0, 1)), "finite"),
+        (lambda: utility.private_price_law([1.0], epsilon=1, bounds=(-1, 2)), "lo >= 0"),
+        (
+            lambda: utility.exponential_piecewise_law(
+                [0.0, 1.0], [0.0], [0.0], epsilon=1, sensitivity=1, monotonic="no"
+            ),
+            "monotonic must be a bool",
+        ),
+        (
+            lambda: utility.exponential_piecewise_law(
+                [1.0, 0.0], [0.0], [0.0], epsilon=1, sensitivity=1
+            ),
+            "non-decreasing",
+        ),
+    ],
+)
+def test_continuous_bad_input(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+@pytest.mark.slow
+def test_quantile_rank_error_against_1e8_monte_carlo():
+    from jaxdp import montecarlo
+
+    data = jnp.asarray(DATA)
+    x = np.sort(np.clip(DATA, 0.0, 5.0))
+
+    def trial(key):
+        r = jaxdp.private_quantile(key, data, 1.0, epsilon=1.3, bounds=(0.0, 5.0))
+        below = jnp.sum(jnp.asarray(x) < r)
+        return {"rank": jnp.abs(below - x.size).astype(jnp.float32)}
+
+    out = montecarlo.run(trial, jax.random.key(0), 10**8, batch_size=2**20, level=0.999)
+    exact = utility.private_quantile_error(DATA, 1.0, epsilon=1.3, bounds=(0.0, 5.0))
+    assert out["rank"].ci_low <= exact.rank_error <= out["rank"].ci_high

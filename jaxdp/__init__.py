@@ -20,6 +20,7 @@ from ._exponential import exponential as exponential
 from ._exponential import exponential_log_probs as exponential_log_probs
 from ._learning import select_hypothesis as select_hypothesis
 from ._noisy_max import permute_and_flip as permute_and_flip
+from ._quantiles import private_quantiles as private_quantiles
 from ._noisy_max import report_noisy_max as report_noisy_max
 from ._random import random_key as random_key
 from ._streaming import exponential_streaming as exponential_streaming
@@ -41,6 +42,7 @@ __all__ = [
     "private_mode",
     "private_price",
     "private_quantile",
+    "private_quantiles",
     "random_key",
     "randomized_response",
     "report_noisy_max",

@@ -223,7 +223,8 @@ def private_quantiles(
     tuple is sorted. Ties are zero-length intervals (never drawn); empty data
     gives m sorted uniform points in ``bounds`` (the utility is then 0). Cost per
     row: one sort, O(m n log n + m² n) for the table (memory O(m² n)), then
-    O(m² n) time and memory per draw (one categorical choice per run). See the module notes for the recurrences.
+    O(m² n) time and memory per draw (one categorical choice per run). See the
+    module notes for the recurrences.
 
     **Privacy.** Neighbours add or remove one record. The record falls in one gap
     ``j*``, whose count moves by 1 and whose target moves by ``g_{j*} = q_{j*} -

@@ -18,6 +18,7 @@ from ._continuous import private_price as private_price
 from ._continuous import private_quantile as private_quantile
 from ._exponential import exponential as exponential
 from ._exponential import exponential_log_probs as exponential_log_probs
+from ._joint_top_k import joint_top_k as joint_top_k
 from ._learning import select_hypothesis as select_hypothesis
 from ._noisy_max import permute_and_flip as permute_and_flip
 from ._quantiles import private_quantiles as private_quantiles
@@ -36,6 +37,7 @@ __all__ = [
     "exponential_piecewise",
     "exponential_streaming",
     "gaussian",
+    "joint_top_k",
     "laplace",
     "montecarlo",
     "permute_and_flip",

@@ -24,6 +24,7 @@ from ._noisy_max import permute_and_flip as permute_and_flip
 from ._quantiles import private_quantiles as private_quantiles
 from ._noisy_max import report_noisy_max as report_noisy_max
 from ._random import random_key as random_key
+from ._selection import select_private_candidate as select_private_candidate
 from ._streaming import exponential_streaming as exponential_streaming
 from ._top_k import top_k as top_k
 
@@ -49,6 +50,7 @@ __all__ = [
     "randomized_response",
     "report_noisy_max",
     "select_hypothesis",
+    "select_private_candidate",
     "top_k",
     "utility",
 ]

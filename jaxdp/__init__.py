@@ -26,10 +26,13 @@ from ._continuous import private_price as private_price
 from ._continuous import private_quantile as private_quantile
 from ._exponential import exponential as exponential
 from ._exponential import exponential_log_probs as exponential_log_probs
+from ._joint_top_k import joint_top_k as joint_top_k
 from ._learning import select_hypothesis as select_hypothesis
 from ._noisy_max import permute_and_flip as permute_and_flip
+from ._quantiles import private_quantiles as private_quantiles
 from ._noisy_max import report_noisy_max as report_noisy_max
 from ._random import random_key as random_key
+from ._selection import select_private_candidate as select_private_candidate
 from ._streaming import exponential_streaming as exponential_streaming
 from ._top_k import top_k as top_k
 
@@ -43,16 +46,19 @@ __all__ = [
     "exponential_piecewise",
     "exponential_streaming",
     "gaussian",
+    "joint_top_k",
     "laplace",
     "montecarlo",
     "permute_and_flip",
     "private_mode",
     "private_price",
     "private_quantile",
+    "private_quantiles",
     "random_key",
     "randomized_response",
     "report_noisy_max",
     "select_hypothesis",
+    "select_private_candidate",
     "top_k",
     "utility",
 ]

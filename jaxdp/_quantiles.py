@@ -1,0 +1,413 @@
+r"""Several private quantiles in one ε-DP draw: the joint exponential mechanism.
+
+Gillenwater, Joseph & Kulesza (ICML 2021) release m quantiles at once by one
+exponential mechanism over *sorted* m-tuples ``o_1 <= ... <= o_m`` in
+``[a, b]``. With the data clipped and sorted, ``x_(0) = a <= x_(1) <= ... <=
+x_(n) <= x_(n+1) = b``, the ``N = n + 1`` intervals ``I_i = [x_(i), x_(i+1))``
+hold the points with exactly ``i`` data points below them. An output whose
+quantile ``j`` lies in ``I_{i_j}`` has utility
+
+.. math::
+
+    u(o) = -\sum_{j=1}^{m+1} \big| (i_j - i_{j-1}) - g_j n \big|,\qquad
+    i_0 = 0,\ i_{m+1} = n,\ g_j = q_j - q_{j-1}\ (q_0 = 0,\ q_{m+1} = 1),
+
+and density :math:`\propto \exp(\varepsilon u(o) / (2\Delta))`. A tuple of
+interval indices ``i_1 <= ... <= i_m`` has mass
+:math:`e^{\varepsilon u / 2\Delta}\prod_{\text{runs}} L_i^r / r!` (a run of r
+quantiles in one interval of length L covers the sorted simplex of volume
+``L**r / r!``); given the indices the points are uniform in their intervals,
+then sorted.
+
+The dynamic programme. ``α_j(i, r)`` is the log-mass of the ways to place
+quantiles ``1..j`` with ``i_j = i`` and exactly the last ``r`` of them in
+``I_i``; it obeys
+
+.. math::
+
+    α_1(i, 1) = \log L_i + φ_1(i),\quad
+    α_j(i, 1) = \log L_i + \operatorname{LSE}_{i' < i} \big[\hat α_{j-1}(i')
+        + φ_j(i - i')\big],\quad
+    α_j(i, r) = α_{j-1}(i, r-1) + φ_j(0) + \log L_i - \log r,
+
+with :math:`φ_j(d) = -\frac{\varepsilon}{2\Delta}|d - g_j n|` and
+:math:`\hat α = \operatorname{LSE}_r α`. The convolution over ``i' < i`` is
+split at the kink of ``φ_j`` (``d = ⌊g_j n⌋``): the far part is a discounted
+prefix log-sum-exp, the near part a window of fixed width, which blocks of that
+width turn into one suffix and one prefix inside blocks. All are first-order
+linear recurrences ``x ← b ⊕ (x + a)`` in the log semiring, evaluated by
+``jax.lax.associative_scan``: O(m n log n) for the transitions (the paper's FFT
+speed-up has the same order but loses every entry below 1e-16 of the row
+maximum; this is exact in log space) plus O(m² n) for the run lengths. Sampling
+walks back from quantile m: the interval ``i' < i`` of the next run and its
+length ``r`` by one categorical draw over the pairs, O(m² n) per draw.
+
+Every quantity is kept relative to its level's maximum (each level ``j`` is
+shifted by its own constant; sampling at level ``j`` only uses ratios within
+it), so the log-values that matter are small and their rounding is relative,
+never a cancellation of large numbers: the targets ``g_j n`` are carried as
+unevaluated sums ``hi + lo`` (Dekker's exact product), so ``d - g_j n`` is
+accurate even for n = 10**7 in float32.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import checkify
+
+from . import _checks, _kernels, _random, _sampling
+from ._continuous import _flat, _flat_batch, _pair
+from ._typing import Array, ArrayLike, PRNGKey
+
+_NEG_INF = -jnp.inf
+
+
+# ----------------------------------------------------------------------------- exact targets
+
+
+def _split(x: Array) -> tuple[Array, Array]:
+    """Veltkamp split: ``x = hi + lo`` with ``hi`` of half the mantissa bits."""
+    bits = jnp.finfo(x.dtype).nmant + 1
+    factor = jnp.asarray(2.0 ** ((bits + 1) // 2) + 1, x.dtype)
+    c = factor * x
+    hi = c - (c - x)
+    return hi, x - hi
+
+
+def _two_product(a: Array, b: Array) -> tuple[Array, Array]:
+    """Dekker: ``a * b = p + e`` exactly (no FMA needed, no overflow here)."""
+    p = a * b
+    a_hi, a_lo = _split(a)
+    b_hi, b_lo = _split(b)
+    e = ((a_hi * b_hi - p) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo
+    return p, e
+
+
+def _floor_frac(hi: Array, lo: Array) -> tuple[Array, Array]:
+    """(⌊hi + lo⌋ as int32, (hi + lo) - ⌊hi + lo⌋ in [0, 1]) for ``|lo| <= ulp(hi)/2``."""
+    fl = jnp.floor(hi)
+    fl = jnp.where((fl == hi) & (lo < 0), fl - 1, fl)
+    frac = jnp.clip((hi - fl) + lo, 0, 1)
+    return fl.astype(jnp.int32), frac
+
+
+def _gap(d: Array, hi: Array, lo: Array) -> Array:
+    """``|d - (hi + lo)|`` for integer-valued ``d``, accurate to ~1 ulp of the result."""
+    return jnp.abs((d - hi) - lo)
+
+
+# ----------------------------------------------------------------------------- log-semiring scans
+
+
+def _affine_scan(b: Array, a: Array) -> Array:
+    """``x_p = b_p ⊕ (x_{p-1} + a_p)``, ``x_{-1} = -inf``, along the last axis.
+
+    ``⊕`` is ``logaddexp``; ``a_p = -inf`` restarts the recurrence at ``p``.
+    A Hillis-Steele scan: ⌈log2 n⌉ rounds, each composing every map
+    ``x ↦ B ⊕ (x + A)`` with the one ``2**k`` places before it (one shift, one
+    fused elementwise pass; a ``fori_loop``, so the compiled size does not grow
+    with n). Entries are sums of non-positive terms and log-sum-exps, so every
+    output is within a few ulps per round of its exact value, with no
+    cancellation.
+    """
+    n = b.shape[-1]
+    rounds = max(1, math.ceil(math.log2(max(n, 2))))
+    pos = jnp.arange(n)
+
+    def body(k, carry):
+        acc_a, acc_b = carry
+        shift = jnp.left_shift(1, k)
+        has = pos >= shift
+        prev_a = jnp.where(has, jnp.roll(acc_a, shift, axis=-1), 0.0)
+        prev_b = jnp.where(has, jnp.roll(acc_b, shift, axis=-1), _NEG_INF)
+        return prev_a + acc_a, jnp.logaddexp(acc_b, prev_b + acc_a)
+
+    _, x = jax.lax.fori_loop(0, rounds, body, (a, b))
+    return x
+
+
+def _transition(hat: Array, s: Array, t_hi: Array, t_lo: Array) -> Array:
+    r"""``LSE_{i' < i} [hat(i') - s |i - i' - t|]`` for every ``i`` (last axis), exactly.
+
+    ``d = i - i' >= 1``. Split at ``T = ⌊t⌋``: for ``d >= T + 1`` the weight is
+    ``e^{-s(d - t)}``, a discounted prefix sum; for ``1 <= d <= T`` it is
+    ``e^{-s(t - d)}``, a window ``[i - T, i - 1]``, the suffix of one block of
+    width ``T`` plus the prefix of the next.
+    """
+    n_int = hat.shape[-1]
+    i = jnp.arange(n_int, dtype=jnp.int32)
+    dtype = hat.dtype
+    big_t, frac = _floor_frac(t_hi, t_lo)
+    neg_s = jnp.full(hat.shape, -s, dtype)
+    # far part: d >= T + 1, -s (d - t) = -s (i - T - 1 - i') - s (1 - frac)
+    q = _affine_scan(hat, neg_s)
+    p2 = i - big_t - 1
+    far = jnp.where(p2 >= 0, q[jnp.clip(p2, 0, n_int - 1)] - s * (1 - frac), _NEG_INF)
+    # near part: 1 <= d <= T, -s (t - d) = -s (i' - w) - s frac, w = i - T
+    width = jnp.maximum(big_t, 1)
+    pos = i % width
+    starts = pos == 0
+    ends = (pos == width - 1) | (i == n_int - 1)
+    prefix_scan = _affine_scan(hat - s * pos.astype(dtype), jnp.where(starts, _NEG_INF, 0.0))
+    suffix_scan = _affine_scan(hat[::-1], jnp.where(ends[::-1], _NEG_INF, -s))[::-1]
+    w = i - big_t
+    suffix = jnp.where(w >= 0, suffix_scan[jnp.clip(w, 0, n_int - 1)], _NEG_INF)
+    c = jnp.where(w >= 0, (w // width + 1) * width, 0)
+    p = i - 1
+    prefix = jnp.where(
+        (p >= c) & (p >= 0),
+        prefix_scan[jnp.clip(p, 0, n_int - 1)] - s * (c - w).astype(dtype),
+        _NEG_INF,
+    )
+    near = jnp.where(big_t >= 1, jnp.logaddexp(suffix, prefix) - s * frac, _NEG_INF)
+    return jnp.logaddexp(far, near)
+
+
+def _normalise(x: Array) -> Array:
+    top = jnp.max(x)
+    return x - jnp.where(jnp.isfinite(top), top, 0)
+
+
+def _forward(log_len: Array, s: Array, t_hi: Array, t_lo: Array) -> Array:
+    """The table ``α_j(i, r)`` ``(m, N, m)`` for one row, each level max-shifted to 0."""
+    n_int = log_len.shape[0]
+    m = t_hi.shape[0] - 1
+    i = jnp.arange(n_int, dtype=log_len.dtype)
+    first = log_len - s * _gap(i, t_hi[0], t_lo[0])
+    level = jnp.full((n_int, m), _NEG_INF, log_len.dtype).at[:, 0].set(first)
+    level = _normalise(level)
+    log_r = jnp.log(jnp.arange(2, m + 1, dtype=log_len.dtype))
+
+    def step(prev, target):
+        hi, lo = target
+        hat = jax.nn.logsumexp(prev, axis=-1)
+        new_one = log_len + _transition(hat, s, hi, lo)
+        runs = prev[:, :-1] + (log_len[:, None] - s * (hi + lo)) - log_r[None, :]
+        nxt = _normalise(jnp.concatenate([new_one[:, None], runs], axis=-1))
+        return nxt, nxt
+
+    _, rest = jax.lax.scan(step, level, (t_hi[1:m], t_lo[1:m]))
+    return jnp.concatenate([level[None], rest], axis=0)
+
+
+# ----------------------------------------------------------------------------- public
+
+
+def private_quantiles(
+    key: PRNGKey,
+    data: ArrayLike,
+    qs: ArrayLike,
+    *,
+    epsilon: ArrayLike,
+    bounds: tuple[float, float] | ArrayLike,
+    shape: Sequence[int] | None = None,
+) -> Array:
+    r"""Releases m quantiles in one ε-DP draw with the joint exponential mechanism.
+
+    .. math::
+
+        p(o_1 \le \dots \le o_m) \propto \exp\Big(-\frac{\varepsilon}{2\Delta}
+        \sum_{j=1}^{m+1}\big|\#\{i: o_{j-1} \le x_i < o_j\} - (q_j - q_{j-1})\,n\big|\Big),
+
+    over sorted tuples in ``bounds`` = [a, b] (``o_0 = a``, ``o_{m+1} = b``,
+    ``q_0 = 0``, ``q_{m+1} = 1``), the data clipped to the bounds. Sampled exactly
+    (Gillenwater, Joseph & Kulesza 2021): a dynamic programme in log space over
+    the intervals between sorted data points gives the law of the intervals
+    holding the quantiles; each is then a uniform point in its interval, and the
+    tuple is sorted. Ties are zero-length intervals (never drawn); empty data
+    gives m sorted uniform points in ``bounds`` (the utility is then 0). Cost per
+    row: one sort, O(m n log n + m² n) for the table (memory O(m² n)), then
+    O(m² n) time and memory per draw (one categorical choice per run). See the
+    module notes for the recurrences.
+
+    **Privacy.** Neighbours add or remove one record. The record falls in one gap
+    ``j*``, whose count moves by 1 and whose target moves by ``g_{j*} = q_{j*} -
+    q_{j*-1}``, so that term moves by at most ``1 - g_{j*}``; every other term
+    moves by at most its ``g_j`` (the target only), and those sum to ``1 -
+    g_{j*}``. So the utility has sensitivity
+
+    .. math:: \Delta = 2\,(1 - \min_j g_j) \le 2,
+
+    as in the paper's add/remove analysis (its code, ``dp_multiq``, uses the same
+    constant), and each draw is ε-DP (McSherry & Talwar 2007, Thm 6, with
+    Lebesgue measure on the sorted simplex). Clipping to public ``bounds`` is a
+    per-record map and costs nothing. For **m = 1** the two gap terms are equal,
+    ``|c - q n| + |(n - c) - (1 - q) n| = 2 |c - q n|`` with ``c = #{x_i < o}``, and
+    ``Δ = 2 max(q, 1 - q)``, so the density is
+    ``∝ exp(-ε |c - q n| / (2 max(q, 1 - q)))``: exactly
+    :func:`jaxdp.private_quantile` with its tight add/remove sensitivity.
+
+    **Finite precision.** Interval choices go through the categorical kernel
+    (``jaxdp._sampling.categorical``), so each draw inherits its (ε', δ') from
+    ``SECURITY.md`` ("The categorical kernel"), applied at each of the at most
+    m choices of one walk. What this function adds is the rounding of the
+    log-weights it hands the kernel. Each table entry is a log-sum-exp of
+    non-positive terms built by scans of ⌈log2(n+1)⌉ rounds, with the targets
+    ``g_j n`` carried exactly as ``hi + lo`` (Dekker): an entry whose value is
+    ``v`` (relative to its level's maximum) is off by at most
+    ``(|v| + ln(n+1)) · c · u`` with ``u = 2**-24`` (float32) and
+    ``c = 4⌈log2(n+1)⌉ + 12``. A walk's probability is a product of at most m ratios
+    of such entries, so its log changes by at most ``2m`` such errors, and the
+    privacy loss by twice that. For outcomes of probability above ``δ'``
+    (``|v| <= 40``), n = 10**6 and m = 10 that is ``ε' <= ε + 2e-3`` before the
+    kernel's own term (``ε + 1e-6`` under ``jax.enable_x64``); outcomes below
+    ``δ'`` are counted in δ'. The targets ``g_j = q_j - q_{j-1}`` are rounded
+    once from ``qs``; the sensitivity is computed from the rounded ``g_j``. The
+    uniform point inside an interval has the float resolution of the interval.
+
+    Args:
+      key: a PRNG key (typed or legacy); one key per call.
+      data: ``[..., n]`` real and finite; ``n = 0`` (empty data) is allowed.
+        Values outside ``bounds`` are **clipped** to them. Leading dims are a
+        batch of datasets. Traced or concrete.
+      qs: ``[m]``, ``m >= 1``, non-decreasing, in ``[0, 1]``; may be traced.
+        Output ``[..., j]`` estimates ``qs[j]``.
+      epsilon: ε > 0, number or array broadcasting with the data's batch shape;
+        may be traced (``vmap`` over an ε grid compiles once).
+      bounds: the public pair ``(lo, hi)``, finite, ``lo < hi``.
+      shape: static draw shape as in :func:`jax.random.categorical` (it ends
+        with dims the batch shape broadcasts to; leading dims are i.i.d. draws).
+
+    Returns:
+      Float array (float32, float64 under x64) of ``shape + (m,)``, sorted along
+      the last axis, in ``[lo, hi]``. Under tracing, invalid rows (non-finite
+      data, ``qs`` outside [0, 1] or unsorted, a bad ``bounds``, ε not finite
+      and > 0) give NaN; ``checkify`` reports why.
+
+    Raises:
+      ValueError: NaN or infinite data; scalar data; ``qs`` not a non-empty 1-D
+        array in [0, 1], non-decreasing; ``bounds`` not a finite pair with
+        ``lo < hi``; a concrete ε not finite and > 0; a bad ``shape``; a batched
+        key.
+
+    Examples:
+      >>> import jax, jax.numpy as jnp, jaxdp
+      >>> data = jnp.arange(1000.0)
+      >>> o = jaxdp.private_quantiles(jax.random.key(0), data, jnp.array([0.25, 0.5, 0.75]),
+      ...                             epsilon=1.0, bounds=(0.0, 1000.0), shape=(100,))
+      >>> o.shape, o.dtype, bool((jnp.diff(o, axis=-1) >= 0).all())
+      ((100, 3), dtype('float32'), True)
+
+    References:
+      J. Gillenwater, M. Joseph and A. Kulesza, `Differentially Private Quantiles
+      <https://arxiv.org/abs/2102.08244>`_, ICML 2021.
+      A. Smith, `Privacy-preserving Statistical Estimation with Optimal Convergence
+      Rates <https://doi.org/10.1145/1993636.1993743>`_, STOC 2011.
+      F. McSherry and K. Talwar, `Mechanism Design via Differential Privacy
+      <https://doi.org/10.1109/FOCS.2007.66>`_, FOCS 2007.
+    """
+    fn = "private_quantiles"
+    key = _checks.single_key(key, fn)
+    _checks.positive(fn, epsilon=epsilon)
+    bounds = _pair(bounds, fn, "bounds")
+    data = _checks.float_array(data, fn, "data", allow_neg_inf=False)
+    if data.ndim == 0:
+        raise ValueError(f"{fn}: data must be an array [..., n], got a scalar")
+    qs = _checks.float_array(qs, fn, "qs", allow_neg_inf=False)
+    if qs.ndim != 1 or qs.shape[0] == 0:
+        raise ValueError(f"{fn}: qs must be a non-empty 1-D array [m], got shape {qs.shape}")
+    if _checks.is_concrete(qs):
+        q = np.asarray(qs, np.float64)
+        if np.any((q < 0) | (q > 1)):
+            raise ValueError(f"{fn}: qs must be in [0, 1], got {_checks._fmt(q)}")
+        if np.any(np.diff(q) < 0):
+            raise ValueError(f"{fn}: qs must be non-decreasing, got {_checks._fmt(q)}")
+    epsilon = jnp.asarray(epsilon, _checks.compute_dtype())
+    try:
+        batch = _kernels.broadcast_batch(data.shape[:-1], epsilon.shape)
+    except ValueError as err:
+        raise ValueError(
+            f"{fn}: epsilon (shape {epsilon.shape}) must broadcast with the batch shape "
+            f"{data.shape[:-1]} of the data"
+        ) from err
+    shape = _checks.draw_shape(shape, batch, fn, "data")
+    return _quantiles_impl(key, data, qs, bounds, epsilon, shape=shape)
+
+
+@partial(jax.jit, static_argnames=("shape",))
+def _quantiles_impl(key, data, qs, bounds, epsilon, *, shape):
+    fn = "private_quantiles"
+    _checks.debug_check_positive(fn, epsilon=epsilon)
+    dtype = data.dtype
+    lo, hi = bounds[0], bounds[1]
+    bounds_ok = jnp.isfinite(lo) & jnp.isfinite(hi) & (lo < hi)
+    data_ok = jnp.all(jnp.isfinite(data), axis=-1)
+    qs_ok = jnp.all(jnp.isfinite(qs) & (qs >= 0) & (qs <= 1)) & jnp.all(jnp.diff(qs) >= 0)
+    checkify.debug_check(bounds_ok, f"{fn}: bounds must be finite with lo < hi")
+    checkify.debug_check(jnp.all(data_ok), f"{fn}: data must be finite")
+    checkify.debug_check(qs_ok, f"{fn}: qs must be non-decreasing in [0, 1], got {{}}", qs)
+    n = data.shape[-1]
+    m = qs.shape[0]
+    n_int = n + 1
+    batch = _kernels.broadcast_batch(data.shape[:-1], epsilon.shape)
+    num_lead, tail = _kernels.split_shape(shape, batch)
+    rows = math.prod(tail)
+
+    ordered = _flat(jnp.sort(jnp.clip(data, lo, hi), axis=-1), tail, rows)
+    edges = jnp.concatenate(
+        [jnp.broadcast_to(lo, (rows, 1)), ordered, jnp.broadcast_to(hi, (rows, 1))], axis=-1
+    )
+    log_len = jnp.log(jnp.maximum(edges[:, 1:] - edges[:, :-1], 0))
+
+    cum = jnp.concatenate([jnp.zeros((1,), dtype), qs.astype(dtype), jnp.ones((1,), dtype)])
+    gaps = jnp.clip(jnp.diff(cum), 0, 1)
+    # sensitivity of the utility for the rounded gaps: sum(g) + 1 - 2 min(g)
+    delta_u = jnp.sum(gaps) + 1 - 2 * jnp.min(gaps)
+    t_hi, t_lo = _two_product(gaps, jnp.asarray(n, dtype))
+    scale = _flat_batch(epsilon.astype(dtype) / (2 * delta_u), tail, rows)
+
+    alpha = jax.vmap(_forward, in_axes=(0, 0, None, None))(log_len, scale, t_hi, t_lo)
+    # alpha: (rows, m, N, m) -> per level (m, rows, N, m)
+    alpha = jnp.moveaxis(alpha, 1, 0)
+
+    key_walk, key_point = jax.random.split(key)
+    draw_shape = (num_lead, rows)
+    i_grid = jnp.arange(n_int, dtype=jnp.int32)
+    r_grid = jnp.arange(1, m + 1, dtype=jnp.int32)
+
+    def step(carry, xs):
+        i_cur, remaining = carry
+        level, alpha_j, k = xs
+        first = level == m - 1
+        target = jnp.minimum(level + 1, m)
+        th, tl = t_hi[target], t_lo[target]
+        ref = jnp.where(first, n, i_cur)  # (S, R)
+        d = ref[..., None] - i_grid[None, None, :]  # (S, R, N)
+        allowed = jnp.where(first, d >= 0, d >= 1)
+        gap = _gap(d.astype(dtype), th, tl)  # (S, R, N)
+        # one joint choice of (interval, run length): alpha_j(i', r) + phi(ref - i')
+        logits = alpha_j[None] - (scale[None, :, None] * gap)[..., None]
+        runs_ok = r_grid[None, None, None, :] <= level + 1
+        logits = jnp.where(allowed[..., None] & runs_ok, logits, _NEG_INF)
+        flat = _sampling.categorical(k, logits.reshape(draw_shape + (n_int * m,)), draw_shape)
+        i_new = jnp.where(flat >= 0, flat // m, -1)
+        r_new = flat % m + 1
+        need = remaining == 0
+        i_out = jnp.where(need, i_new, i_cur)
+        rem_out = jnp.where(need, r_new - 1, remaining - 1)
+        return (i_out, rem_out), i_out
+
+    levels = jnp.arange(m - 1, -1, -1)
+    keys = jax.random.split(key_walk, m)
+    init = (jnp.zeros(draw_shape, jnp.int32), jnp.zeros(draw_shape, jnp.int32))
+    _, idx = jax.lax.scan(step, init, (levels, alpha[::-1], keys))
+    idx = jnp.moveaxis(idx[::-1], 0, -1)  # (S, R, m), quantile order
+    ok_idx = jnp.all(idx >= 0, axis=-1)
+    idx = jnp.clip(idx, 0, n_int - 1)
+    left = jnp.take_along_axis(edges[None], idx, axis=-1)
+    right = jnp.take_along_axis(edges[None], idx + 1, axis=-1)
+    u = _random.uniform(key_point, idx.shape, dtype)
+    points = jnp.clip(left + u * (right - left), left, right)
+    points = jnp.sort(points, axis=-1)
+
+    valid = bounds_ok & qs_ok & _flat_batch(data_ok, tail, rows)
+    valid = valid & _flat_batch(jnp.isfinite(epsilon) & (epsilon > 0), tail, rows)
+    valid = valid[None, :] & ok_idx
+    out = jnp.where(valid[..., None], points, jnp.nan)
+    return out.reshape(shape + (m,))

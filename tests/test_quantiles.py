@@ -1,0 +1,309 @@
+"""private_quantiles (joint exponential mechanism) against exact float64 laws by
+enumeration of interval tuples, computed independently here in NumPy."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.special
+import scipy.stats
+from jax.experimental import checkify
+from laws import assert_matches_cdf, assert_matches_law
+
+import jaxdp
+
+KEY = jax.random.key(0)
+DRAWS = 200_000
+
+
+# ----------------------------------------------------------------------------- exact law
+
+
+def joint_law(data, qs, epsilon, lo, hi, sensitivity=None):
+    """Every non-decreasing tuple of interval indices and its probability, float64.
+
+    Interval i = [x_(i), x_(i+1)) of the clipped, sorted data with x_(0) = lo and
+    x_(n+1) = hi holds points with i data points below. A tuple's mass is
+    exp(eps u / (2 Delta)) times the volume of the sorted simplex it covers,
+    prod over runs of L**r / r!.
+    """
+    x = np.sort(np.clip(np.asarray(data, np.float64), lo, hi))
+    n = len(x)
+    edges = np.concatenate([[lo], x, [hi]])
+    lengths = np.diff(edges)
+    q = np.asarray(qs, np.float64)
+    g = np.diff(np.concatenate([[0.0], q, [1.0]]))
+    delta = 2 * (1 - g.min()) if sensitivity is None else sensitivity
+    tuples, logw = [], []
+    for tup in itertools.combinations_with_replacement(range(n + 1), len(q)):
+        idx = np.concatenate([[0], tup, [n]])
+        u = -np.abs(np.diff(idx) - g * n).sum()
+        runs = [len(list(grp)) for _, grp in itertools.groupby(tup)]
+        with np.errstate(divide="ignore"):
+            vol = sum(np.log(lengths[list(tup)])) - sum(math.lgamma(r + 1) for r in runs)
+        tuples.append(tup)
+        logw.append(epsilon * u / (2 * delta) + vol)
+    logw = np.asarray(logw)
+    return tuples, np.exp(logw - scipy.special.logsumexp(logw)), edges
+
+
+def tuple_ids(draws, tuples, edges):
+    """Maps sorted draws (S, m) to the index of their interval tuple."""
+    d = np.asarray(draws, np.float64)
+    idx = np.searchsorted(edges, d, side="right") - 1
+    idx = np.clip(idx, 0, len(edges) - 2)
+    base = len(edges) - 1
+    weights = base ** np.arange(idx.shape[-1])
+    codes = np.array([np.dot(t, weights) for t in tuples])
+    order = np.argsort(codes)
+    pos = np.searchsorted(codes[order], idx @ weights)
+    assert np.all(codes[order][np.clip(pos, 0, len(codes) - 1)] == idx @ weights)
+    return order[pos]
+
+
+def marginal_cdf(tuples, probs, edges, j):
+    """Exact CDF of the j-th sorted output: within a run of r points in an interval
+    of length L, the k-th of them is lo + L * Beta(k, r - k + 1)."""
+    parts = []
+    for t, p in zip(tuples, probs, strict=True):
+        if p == 0:
+            continue
+        i = t[j]
+        first = t.index(i)
+        r = t.count(i)
+        k = j - first + 1
+        parts.append((p, edges[i], edges[i + 1] - edges[i], k, r - k + 1))
+
+    def cdf(x):
+        x = np.asarray(x, np.float64)
+        out = np.zeros_like(x)
+        for p, a, w, al, be in parts:
+            out += p * scipy.stats.beta.cdf(np.clip((x - a) / w, 0, 1), al, be)
+        return out
+
+    return cdf
+
+
+def interval_marginal(tuples, probs, j, n_int):
+    out = np.zeros(n_int)
+    for t, p in zip(tuples, probs, strict=True):
+        out[t[j]] += p
+    return out
+
+
+# ----------------------------------------------------------------------------- laws
+
+DATA_TIES = np.array([1.0, 2.0, 2.0, 3.5, 7.0])  # a tie: a zero-length interval
+
+
+@pytest.mark.parametrize(
+    "qs, eps", [((0.25, 0.5, 0.75), 2.0), ((0.1, 0.9), 0.7), ((0.5, 0.5), 3.0)]
+)
+def test_tuple_law_by_enumeration(qs, eps):
+    lo, hi = 0.0, 10.0
+    draws = jaxdp.private_quantiles(
+        KEY, DATA_TIES, jnp.array(qs), epsilon=eps, bounds=(lo, hi), shape=(DRAWS,)
+    )
+    assert draws.shape == (DRAWS, len(qs)) and draws.dtype == jnp.float32
+    d = np.asarray(draws)
+    assert np.all(np.diff(d, axis=-1) >= 0) and d.min() >= lo and d.max() <= hi
+    tuples, probs, edges = joint_law(DATA_TIES, qs, eps, lo, hi)
+    ids = tuple_ids(d, tuples, edges)
+    assert_matches_law(ids, probs)
+    wrong_delta = 2.0 if min(qs) > 0 and qs[0] != qs[-1] else 1.0  # swap's 2, else 1
+    with pytest.raises(AssertionError):  # a wrong sensitivity is caught
+        assert_matches_law(ids, joint_law(DATA_TIES, qs, eps, lo, hi, wrong_delta)[1])
+    with pytest.raises(AssertionError):  # forgetting the 1/r! of runs is caught
+        _, p_wrong, _ = joint_law(DATA_TIES, qs, eps, lo, hi)
+        runs = np.array([max(len(list(g)) for _, g in itertools.groupby(t)) for t in tuples])
+        p_wrong = p_wrong * scipy.special.factorial(runs)
+        assert_matches_law(ids, p_wrong / p_wrong.sum())
+
+
+def test_marginals_chi_square_and_ks():
+    rng = np.random.default_rng(1)
+    data = np.round(rng.normal(5.0, 2.0, size=24), 1)  # ties from rounding
+    qs, eps, lo, hi = (0.2, 0.5, 0.8), 1.5, 0.0, 10.0
+    draws = np.asarray(
+        jaxdp.private_quantiles(
+            KEY, data, jnp.array(qs), epsilon=eps, bounds=(lo, hi), shape=(DRAWS,)
+        )
+    )
+    tuples, probs, edges = joint_law(data, qs, eps, lo, hi)
+    idx = np.clip(np.searchsorted(edges, draws, side="right") - 1, 0, len(edges) - 2)
+    for j in range(len(qs)):
+        assert_matches_law(idx[:, j], interval_marginal(tuples, probs, j, len(edges) - 1))
+        assert_matches_cdf(draws[::20, j], marginal_cdf(tuples, probs, edges, j))
+    with pytest.raises(AssertionError):
+        _, wrong, _ = joint_law(data, qs, 0.8 * eps, lo, hi)
+        assert_matches_law(idx[:, 1], interval_marginal(tuples, wrong, 1, len(edges) - 1))
+
+
+def smith_tight_cdf(data, q, eps, lo, hi):
+    """private_quantile's law with the tight add/remove sensitivity max(q, 1 - q):
+    density ∝ exp(-eps |#{x < r} - q n| / (2 max(q, 1 - q))) on [lo, hi]."""
+    x = np.sort(np.clip(np.asarray(data, np.float64), lo, hi))
+    n = len(x)
+    edges = np.concatenate([[lo], x, [hi]])
+    w = np.diff(edges)
+    with np.errstate(divide="ignore"):
+        logm = -eps * np.abs(np.arange(n + 1) - q * n) / (2 * max(q, 1 - q)) + np.log(w)
+    mass = np.exp(logm - logm.max())
+    before = np.concatenate([[0.0], np.cumsum(mass)])
+    dens = np.where(w > 0, mass / np.where(w > 0, w, 1), 0)
+
+    def cdf(r):
+        r = np.clip(np.asarray(r, np.float64), lo, hi)
+        j = np.clip(np.searchsorted(edges, r, side="right") - 1, 0, n)
+        return (before[j] + dens[j] * (r - edges[j])) / mass.sum()
+
+    return cdf
+
+
+# MERGE(issue 13 item 4): m = 1 is private_quantile with the tight sensitivity
+# max(q, 1 - q). This compares with that law computed here in NumPy; once the
+# lead's private_quantile lands, also compare draws of both functions directly.
+@pytest.mark.parametrize("q", [0.5, 0.3, 0.9])
+def test_single_quantile_is_smith_with_tight_sensitivity(q):
+    data, eps, lo, hi = DATA_TIES, 1.2, 0.0, 10.0
+    draws = jaxdp.private_quantiles(
+        KEY, data, jnp.array([q]), epsilon=eps, bounds=(lo, hi), shape=(DRAWS,)
+    )
+    assert draws.shape == (DRAWS, 1)
+    assert_matches_cdf(draws[:, 0], smith_tight_cdf(data, q, eps, lo, hi))
+    with pytest.raises(AssertionError):  # the loose sensitivity 1 is caught
+        assert_matches_cdf(draws[:, 0], smith_tight_cdf(data, q, eps * max(q, 1 - q), lo, hi))
+
+
+def test_empty_data_is_sorted_uniform():
+    draws = jaxdp.private_quantiles(
+        KEY, jnp.zeros((0,)), jnp.array([0.3, 0.6]), epsilon=1.0, bounds=(-1.0, 3.0), shape=(DRAWS,)
+    )
+    d = np.asarray(draws, np.float64)
+    assert np.all(np.isfinite(d)) and np.all(d[:, 0] <= d[:, 1])
+    # the minimum and maximum of two uniforms on [-1, 3]
+    assert_matches_cdf(d[:, 0], lambda x: 1 - (1 - np.clip((x + 1) / 4, 0, 1)) ** 2)
+    assert_matches_cdf(d[:, 1], lambda x: np.clip((x + 1) / 4, 0, 1) ** 2)
+    with pytest.raises(AssertionError):
+        assert_matches_cdf(d[:, 0], lambda x: np.clip((x + 1) / 4, 0, 1))
+
+
+def test_data_outside_bounds_is_clipped_and_all_equal_data():
+    data = np.array([-50.0, 0.5, 0.5, 0.5, 90.0])
+    draws = jaxdp.private_quantiles(
+        KEY, data, jnp.array([0.5, 0.75]), epsilon=2.0, bounds=(0.0, 1.0), shape=(DRAWS,)
+    )
+    tuples, probs, edges = joint_law(data, (0.5, 0.75), 2.0, 0.0, 1.0)
+    assert_matches_law(tuple_ids(draws, tuples, edges), probs)
+
+
+def test_large_n_is_finite_and_accurate():
+    data = jnp.linspace(0.0, 1.0, 20_001)
+    qs = jnp.array([0.1, 0.5, 0.9])
+    o = jaxdp.private_quantiles(KEY, data, qs, epsilon=1.0, bounds=(0.0, 1.0), shape=(2,))
+    assert np.all(np.isfinite(np.asarray(o)))
+    assert np.max(np.abs(np.asarray(o) - np.asarray(qs))) < 0.01
+
+
+# ----------------------------------------------------------------------------- JAX behaviour
+
+
+def test_jit_equals_eager_and_same_key_repeats():
+    data, qs = jnp.asarray(DATA_TIES), jnp.array([0.3, 0.7])
+    kw = dict(epsilon=1.0, bounds=(0.0, 10.0), shape=(50,))
+    eager = jaxdp.private_quantiles(KEY, data, qs, **kw)
+    jitted = jax.jit(lambda k, x: jaxdp.private_quantiles(k, x, qs, **kw))(KEY, data)
+    np.testing.assert_array_equal(eager, jitted)
+    np.testing.assert_array_equal(eager, jaxdp.private_quantiles(KEY, data, qs, **kw))
+    assert not np.array_equal(eager, jaxdp.private_quantiles(jax.random.key(1), data, qs, **kw))
+
+
+def test_vmap_over_epsilon_compiles_once():
+    data, qs = jnp.asarray(DATA_TIES), jnp.array([0.3, 0.7])
+
+    @jax.jit
+    @chex.assert_max_traces(n=1)
+    def run(eps):
+        return jaxdp.private_quantiles(KEY, data, qs, epsilon=eps, bounds=(0.0, 10.0))
+
+    grid = jnp.array([0.1, 1.0, 10.0])
+    out = jax.vmap(run)(grid)
+    out2 = jax.vmap(run)(grid * 2)
+    assert out.shape == out2.shape == (3, 2)
+    # an epsilon array in one call is the same as the batch
+    direct = jaxdp.private_quantiles(KEY, data, qs, epsilon=grid, bounds=(0.0, 10.0))
+    assert direct.shape == (3, 2) and np.all(np.isfinite(np.asarray(direct)))
+
+
+def test_shape_semantics_and_batched_rows():
+    rng = np.random.default_rng(2)
+    data = rng.uniform(0, 1, size=(3, 7))
+    qs = jnp.array([0.25, 0.75])
+    out = jaxdp.private_quantiles(KEY, data, qs, epsilon=1.0, bounds=(0, 1))
+    assert out.shape == (3, 2)
+    out = jaxdp.private_quantiles(KEY, data, qs, epsilon=1.0, bounds=(0, 1), shape=(5, 3))
+    assert out.shape == (5, 3, 2)
+    out = jaxdp.private_quantiles(KEY, data[0], qs, epsilon=jnp.ones(4), bounds=(0, 1))
+    assert out.shape == (4, 2)
+    with pytest.raises(ValueError, match="shape"):
+        jaxdp.private_quantiles(KEY, data, qs, epsilon=1.0, bounds=(0, 1), shape=(4,))
+    # batched rows: row 1's law equals the one-row law
+    many = jaxdp.private_quantiles(KEY, data, qs, epsilon=2.0, bounds=(0, 1), shape=(DRAWS // 4, 3))
+    tuples, probs, edges = joint_law(data[1], (0.25, 0.75), 2.0, 0.0, 1.0)
+    assert_matches_law(tuple_ids(many[:, 1], tuples, edges), probs)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(epsilon=0.0), "epsilon"),
+        (dict(epsilon=float("inf")), "epsilon"),
+        (dict(epsilon=float("nan")), "epsilon"),
+        (dict(bounds=(1.0, 0.0)), "bounds"),
+        (dict(bounds=(0.0, float("inf"))), "bounds"),
+        (dict(qs=jnp.array([0.5, 0.2])), "non-decreasing"),
+        (dict(qs=jnp.array([0.5, 1.2])), "qs"),
+        (dict(qs=jnp.zeros((0,))), "qs"),
+        (dict(qs=jnp.array([[0.5]])), "qs"),
+        (dict(data=jnp.array([1.0, jnp.nan])), "data"),
+        (dict(data=jnp.array(1.0)), "data"),
+        (dict(shape=(-1,)), "shape"),
+    ],
+)
+def test_bad_arguments_raise(kwargs, match):
+    args = dict(data=jnp.asarray(DATA_TIES), qs=jnp.array([0.5]), epsilon=1.0, bounds=(0.0, 10.0))
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        jaxdp.private_quantiles(KEY, args.pop("data"), args.pop("qs"), **args)
+
+
+def test_batched_key_raises():
+    with pytest.raises(ValueError, match="vmap"):
+        jaxdp.private_quantiles(
+            jax.random.split(KEY, 2), DATA_TIES, jnp.array([0.5]), epsilon=1.0, bounds=(0, 10)
+        )
+
+
+def test_traced_invalid_input_gives_nan_and_checkify_reports():
+    def f(eps, data):
+        return jaxdp.private_quantiles(KEY, data, jnp.array([0.5]), epsilon=eps, bounds=(0, 10))
+
+    out = jax.jit(f)(-1.0, jnp.asarray(DATA_TIES))
+    assert np.all(np.isnan(np.asarray(out)))
+    out = jax.jit(f)(1.0, jnp.array([1.0, jnp.inf]))
+    assert np.all(np.isnan(np.asarray(out)))
+    err, _ = checkify.checkify(jax.jit(f), errors=checkify.user_checks)(-1.0, DATA_TIES)
+    assert "epsilon" in str(err.get())
+
+
+def test_legacy_key_and_integer_data():
+    out = jaxdp.private_quantiles(
+        jax.random.PRNGKey(0), jnp.arange(10), jnp.array([0.5]), epsilon=1.0, bounds=(0, 10)
+    )
+    assert out.shape == (1,) and out.dtype == jnp.float32

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
 
-from . import _checks, _kernels, _random
+from . import _checks, _kernels, _noisy_kernels, _random
 from ._typing import Array, ArrayLike, PRNGKey
 
 _METHODS = ("auto", "gumbel", "inverse_cdf")
@@ -241,21 +241,6 @@ def _score_batch(score_fn: Callable, chunk: int, data: Any, has_data: bool, fn: 
     return tuple(out.shape[:-1])
 
 
-def _logits(scores: Array, row_max: Array, scale: Array) -> Array:
-    """``(scores - row_max) * scale`` with the guards of ``_kernels.to_logits``."""
-    safe_max = jnp.where(jnp.isfinite(row_max), row_max, jnp.zeros_like(row_max))
-    shifted = scores - safe_max[:, None]
-    logits = jnp.where(shifted == 0, jnp.zeros_like(shifted), shifted * scale[:, None])
-    return jnp.where(scores == -jnp.inf, -jnp.inf, logits)
-
-
-def _rescale(row_max: Array, new_max: Array, scale: Array) -> Array:
-    """Log-factor that moves values kept relative to ``row_max`` to ``new_max``."""
-    gap = jnp.where(new_max == row_max, jnp.zeros_like(row_max), row_max - new_max)
-    gap = jnp.where(jnp.isfinite(row_max), gap, jnp.zeros_like(gap))
-    return gap * scale
-
-
 @partial(
     jax.jit,
     static_argnames=(
@@ -321,48 +306,37 @@ def _streaming_impl(
     neg_inf_rows = jnp.full((num_rows,), -jnp.inf, dtype)
     no_bad = jnp.zeros((num_rows,), bool)
 
-    if method == "auto":
-        method = _kernels.choose_method(num_lead, n, num_rows)
+    del method  # every method is the two-pass race (see the module docstring)
 
-    if method == "gumbel":
+    # Pass 1: the exact row maximum (and the NaN/+inf flags).
+    def max_body(c, carry):
+        row_max, bad = carry
+        _, s, b = chunk_scores(c)
+        return jnp.maximum(row_max, jnp.max(s, axis=-1)), bad | b
 
-        def body(c, carry):
-            best, arg, row_max, bad = carry
-            idx, s, b = chunk_scores(c)
-            new_max = jnp.maximum(row_max, jnp.max(s, axis=-1))
-            best = best + _rescale(row_max, new_max, scale)[None, :]
-            logits = _logits(s, new_max, scale)
-            noise = _random.gumbel(jax.random.fold_in(key, c), (num_lead, num_rows, chunk), dtype)
-            noisy = logits[None] + noise
-            top = jnp.max(noisy, axis=-1)
-            pos = jnp.argmax(noisy, axis=-1)
-            better = top > best
-            best = jnp.where(better, top, best)
-            arg = jnp.where(better, idx[pos], arg)
-            return best, arg, new_max, bad | b
+    row_max, bad = jax.lax.fori_loop(0, num_chunks, max_body, (neg_inf_rows, no_bad))
+    m = row_max[:, None]
+    c_rows = _noisy_kernels.round_down_scale(scale)[:, None]
+    key = _kernels.fast_key(key)
 
-        init = (
-            jnp.full((num_lead, num_rows), -jnp.inf, dtype),
-            jnp.zeros((num_lead, num_rows), jnp.int32),
-            neg_inf_rows,
-            no_bad,
+    # Pass 2: the exponential race argmin E * exp(-logit), rates relative to the
+    # global maximum, so every candidate's product is computed once, the same way.
+    def body(c, carry):
+        best, arg = carry
+        idx, s, _ = chunk_scores(c)
+        rates = _noisy_kernels.race_rates(s, m, c_rows)
+        noise = _random.race_exponential(
+            jax.random.fold_in(key, c), (num_lead, num_rows, chunk), dtype
         )
-        _, out, row_max, bad = jax.lax.fori_loop(0, num_chunks, body, init)
-    else:
+        qmin, pos = _noisy_kernels._first_argmin(noise * rates[None])
+        better = qmin < best  # earlier chunks win ties: the lowest index
+        return jnp.where(better, qmin, best), jnp.where(better, idx[pos], arg)
 
-        def lse_body(c, carry):
-            row_max, total, bad = carry
-            _, s, b = chunk_scores(c)
-            new_max = jnp.maximum(row_max, jnp.max(s, axis=-1))
-            total = total * jnp.exp(_rescale(row_max, new_max, scale))
-            total = total + jnp.sum(jnp.exp(_logits(s, new_max, scale)), axis=-1)
-            return new_max, total, bad | b
-
-        row_max, total, bad = jax.lax.fori_loop(
-            0, num_chunks, lse_body, (neg_inf_rows, jnp.zeros((num_rows,), dtype), no_bad)
-        )
-        targets = _random.uniform(key, (num_lead, num_rows), dtype) * total[None, :]
-        out = _inverse_cdf_pass(chunk_scores, row_max, scale, targets, num_chunks, chunk)
+    init = (
+        jnp.full((num_lead, num_rows), jnp.inf, dtype),
+        jnp.zeros((num_lead, num_rows), jnp.int32),
+    )
+    _, out = jax.lax.fori_loop(0, num_chunks, body, init)
 
     valid = params_ok & ~bad & (row_max > -jnp.inf)
     _checkify_scores(fn, bad, row_max)
@@ -373,58 +347,3 @@ def _streaming_impl(
 def _checkify_scores(fn: str, bad: Array, row_max: Array) -> None:
     checkify.debug_check(~jnp.any(bad), f"{fn}: score_fn returned NaN or +inf scores")
     _checks.debug_check_selectable(fn, row_max)
-
-
-def _inverse_cdf_pass(chunk_scores, row_max, scale, targets, num_chunks, chunk):
-    """Second pass: for each target t, the number of candidates j with C_j <= t.
-
-    ``C_j`` is the inclusive running sum of ``exp(logits)``; the first index
-    whose running sum exceeds ``t`` is exactly that count (probability-0
-    candidates add nothing to ``C`` and are skipped). Returns int32
-    ``(draws, rows)``, clamped to the last candidate of positive probability.
-    """
-    num_lead, num_rows = targets.shape
-    dtype = targets.dtype
-    search = jax.vmap(partial(jnp.searchsorted, side="right"), in_axes=(0, 1), out_axes=1)
-
-    def masses(c, running):
-        idx, s, _ = chunk_scores(c)
-        p = jnp.exp(_logits(s, row_max, scale))
-        cumulative = running[:, None] + jnp.cumsum(p, axis=-1)
-        positive = p > 0
-        last_in_chunk = chunk - 1 - jnp.argmax(jnp.flip(positive, axis=-1), axis=-1)
-        return idx, cumulative, jnp.any(positive, axis=-1), idx[last_in_chunk]
-
-    zeros = jnp.zeros((num_rows,), dtype)
-    last0 = jnp.zeros((num_rows,), jnp.int32)
-
-    if num_lead <= chunk:
-        # Few draws: each draw binary-searches each chunk's running sums.
-        def body(c, carry):
-            running, count, last = carry
-            _, cumulative, has, last_c = masses(c, running)
-            count = count + search(cumulative, targets).astype(jnp.int32)
-            return cumulative[:, -1], count, jnp.where(has, last_c, last)
-
-        init = (zeros, jnp.zeros((num_lead, num_rows), jnp.int32), last0)
-        _, count, last = jax.lax.fori_loop(0, num_chunks, body, init)
-    else:
-        # Many draws: sort the targets once; each chunk's running sums search them
-        # (k_j = #{t < C_j}) and a histogram of k_j gives #{j: C_j <= t_i} by cumsum.
-        order = jnp.argsort(targets, axis=0)
-        sorted_t = jnp.take_along_axis(targets, order, axis=0).T  # (rows, draws)
-        find = jax.vmap(partial(jnp.searchsorted, side="left"))
-        rows = jnp.arange(num_rows)[:, None]
-
-        def body(c, carry):
-            running, marks, last = carry
-            _, cumulative, has, last_c = masses(c, running)
-            k = find(sorted_t, cumulative)
-            marks = marks.at[jnp.broadcast_to(rows, k.shape), k].add(1)
-            return cumulative[:, -1], marks, jnp.where(has, last_c, last)
-
-        init = (zeros, jnp.zeros((num_rows, num_lead + 1), jnp.int32), last0)
-        _, marks, last = jax.lax.fori_loop(0, num_chunks, body, init)
-        counted = jnp.cumsum(marks, axis=-1)[:, :num_lead].T  # (draws, rows), sorted order
-        count = jnp.zeros_like(counted).at[order, jnp.arange(num_rows)[None, :]].set(counted)
-    return jnp.minimum(count, last[None, :])

@@ -227,7 +227,7 @@ def race_exponential(key: PRNGKey, shape, dtype=jnp.float32) -> Array:
     is the Gumbel-max ``argmax logit_i + G_i`` with ``G = -log E``. The smallest
     value is about 2**-65 (a Gumbel variate of 45); the largest 16.6.
     """
-    return -jnp.log1p(-uniform64(key, shape, dtype))
+    return race_from_words("gumbel", *bits64(key, shape), dtype)
 
 
 def race_laplace(key: PRNGKey, shape, dtype=jnp.float32) -> Array:
@@ -237,7 +237,19 @@ def race_laplace(key: PRNGKey, shape, dtype=jnp.float32) -> Array:
     ``(k + 1/2) / 2**63`` (smallest 2**-64), so ``argmin exp(-L_i) exp(-logit_i)``
     is report-noisy-max with Laplace noise resolved to |L| = 44.4.
     """
-    hi, lo = bits64(key, shape)
+    return race_from_words("laplace", *bits64(key, shape), dtype)
+
+
+def race_from_words(noise: str, hi: Array, lo: Array, dtype=jnp.float32) -> Array:
+    """The race variable of ``noise`` from the 64 bits ``(hi, lo)``: a deterministic,
+    non-decreasing function of the 64-bit integer ``hi * 2**32 + lo`` for ``"gumbel"``
+    (Exp(1)) and ``"exponential"`` (U(0, 1)), and of the low 63 bits on each sign for
+    ``"laplace"``. The generators above are this function of :func:`bits64`; the tests
+    use it to compute the implemented noise CDF exactly."""
+    if noise == "exponential":
+        return _unit64(hi, lo, 32, dtype)
+    if noise == "gumbel":
+        return -jnp.log1p(-_unit64(hi, lo, 32, dtype))
     top = np.uint32(1 << 31)
     u = _unit64(hi & (top - np.uint32(1)), lo, 31, dtype)
     return jnp.where(hi >= top, u, np.dtype(dtype).type(1) / u)

@@ -77,6 +77,7 @@ NOISES: dict[str, Callable] = {
     "exponential": _random.uniform64,
 }
 
+
 def _high_half(x: Array) -> Array:
     """``x`` with the low half of its mantissa cleared: 12 significant bits of float32's
     24 (26 of float64's 53), so the product of two such halves is exact."""
@@ -151,20 +152,17 @@ def _peel(key: PRNGKey, scores: Array, c: Array, k: int, sample_noise: Callable)
     clipping at :data:`LOGIT_FLOOR` and the relative rounding hold round by round.
     """
     iota = jax.lax.broadcasted_iota(jnp.int32, scores.shape, scores.ndim - 1)
-    keys = jax.random.split(key, k)
 
-    def round_(m, carry):
-        remaining, out = carry
+    def round_(remaining, round_key):
         row_max = jnp.max(remaining, axis=-1, keepdims=True)
-        q = sample_noise(keys[m], remaining.shape, scores.dtype) * race_rates(remaining, row_max, c)
-        best, arg = _first_argmin(q)
+        noise = sample_noise(round_key, remaining.shape, scores.dtype)
+        best, arg = _first_argmin(noise * race_rates(remaining, row_max, c))
         arg = jnp.where(best == jnp.inf, -1, arg)
-        remaining = jnp.where(iota == arg[..., None], -jnp.inf, remaining)
-        out = jax.lax.dynamic_update_index_in_dim(out, arg, m, axis=-1)
-        return remaining, out
+        return jnp.where(iota == arg[..., None], -jnp.inf, remaining), arg
 
-    out = jnp.zeros(scores.shape[:-1] + (k,), jnp.int32)
-    return jax.lax.fori_loop(0, k, round_, (scores, out))[1]
+    # A scan over the round keys (not an index into them: the key-reuse checker).
+    out = jax.lax.scan(round_, scores, jax.random.split(key, k))[1]  # (k, ...)
+    return jnp.moveaxis(out, 0, -1).astype(jnp.int32)
 
 
 def noisy_argmax(
@@ -289,13 +287,14 @@ def noisy_argmax(
         row, m, cr = padded[r], row_max[r], c[r]
         if k is None:
             return race_row(key, row, m, cr, None)[1]
-        round_keys = jax.random.split(key, k)
 
-        def round_(i, chosen):
-            best, arg = race_row(round_keys[i], row, m, cr, chosen)
-            return chosen.at[i].set(jnp.where(best == jnp.inf, -1, arg))
+        def round_(carry, round_key):
+            chosen, i = carry
+            best, arg = race_row(round_key, row, m, cr, chosen)
+            return (chosen.at[i].set(jnp.where(best == jnp.inf, -1, arg)), i + 1), None
 
-        return jax.lax.fori_loop(0, k, round_, jnp.full((k,), -1, jnp.int32))
+        init = (jnp.full((k,), -1, jnp.int32), jnp.zeros((), jnp.int32))
+        return jax.lax.scan(round_, init, jax.random.split(key, k))[0][0]
 
     out = _map_steps(body, key, num_lead * num_rows)
     return out.reshape(out_shape)

@@ -1,20 +1,22 @@
 """The exponential mechanism over ranges too large to hold in memory.
 
 The candidates ``0 .. num_candidates - 1`` are scored chunk by chunk by a
-user-supplied ``score_fn`` inside one ``lax.fori_loop``; only running
-quantities (per draw: the best noisy logit and its index, or a count; per row:
-the running maximum score and log-sum-exp) live across chunks. Two samplers:
+user-supplied ``score_fn`` inside ``lax.fori_loop``; only running quantities
+live across chunks. One sampler, in two passes, whatever ``method`` says:
 
-* streaming Gumbel-max: one pass; each chunk's logits get fresh Gumbel noise
-  for every draw (keys ``fold_in(key, chunk)``) and the running max/argmax is
-  updated. Logits are kept relative to the running maximum score, so large
-  score offsets do not cost precision; the stored maxima are re-shifted when
-  the running maximum grows.
-* two-pass inverse CDF: a streaming log-sum-exp, then one uniform per draw and
-  a second pass that re-scores each chunk and counts, for every draw, the
-  candidates whose cumulative mass lies at or below the draw's target. Either
-  the draws search each chunk's prefix sums (few draws) or the chunk's prefix
-  sums search the sorted targets (many draws).
+1. the exact row maximum of the scores (a running max is exact);
+2. the exponential race of :mod:`jaxdp._noisy_kernels`: each chunk's rates
+   ``exp(c (max - s))`` (exact two-float logits, clipped 80 below the maximum)
+   times fresh Exp(1) noise from 64 random bits for every draw (keys
+   ``fold_in(key, chunk)``), and a running argmin per draw.
+
+Every candidate's product is computed once, against the same global maximum, so
+the running argmin is the exact argmin of one set of float values, and the
+finite-precision guarantee of :func:`jaxdp.exponential` with ``"gumbel"``
+holds (SECURITY.md, "Finite precision: noise-based paths"). The earlier
+one-pass Gumbel (rescaling stored maxima as the running maximum grew) and the
+two-pass inverse CDF (float32 prefix sums across chunks) were not private in
+float32: the latter misplaced mass among small outcomes.
 """
 
 from __future__ import annotations
@@ -65,9 +67,9 @@ def exponential_streaming(
     (:math:`\varepsilon s_r / \Delta` in the exponent when ``monotonic``), but the
     scores are never held at once: ``score_fn`` is called on ``chunk_size``
     indices at a time inside one ``lax.fori_loop`` (one compiled body, no Python
-    loop over chunks). Peak memory is O(``chunk_size`` × draws) for
-    ``method="gumbel"`` and O(``chunk_size`` + draws) per row for
-    ``"inverse_cdf"``; it does not grow with ``num_candidates``.
+    loop over chunks). Peak memory is O(``chunk_size`` × draws); it does not
+    grow with ``num_candidates``. ``score_fn`` is called twice per chunk (a pass
+    for the maximum, then the race).
 
     **Privacy.** As :func:`jaxdp.exponential`: if every score changes by at most
     ``sensitivity`` = Δ between neighbouring datasets (add or remove one record),
@@ -104,17 +106,11 @@ def exponential_streaming(
       data: optional pytree of arrays passed to ``score_fn`` as its second
         argument. It is a traced argument, so one compiled function serves every
         dataset of the same shapes and dtypes.
-      method: static, ``"gumbel"`` (one pass; one Gumbel variate per candidate per
-        draw), ``"inverse_cdf"`` (two passes over the candidates: a streaming
-        log-sum-exp, then an inverse-CDF pass; cost O(N log draws) or
-        O((N / chunk) × draws × log chunk), whichever is smaller, instead of
-        Gumbel's O(N × draws)), or ``"auto"``: the rule of
-        :func:`jaxdp.exponential` (``_kernels.choose_method``), which picks the
-        two-pass method unless there is one draw per row and N <= 16. With a
-        cheap ``score_fn`` the two passes are faster even for one draw (1e7
-        candidates, one draw: 0.06 s against 0.3 s on 2 CPU cores) because
-        Gumbel noise costs more than a second scoring pass; choose ``"gumbel"``
-        for one draw of an expensive ``score_fn``, which it calls only once.
+      method: static, ``"auto"``, ``"gumbel"`` or ``"inverse_cdf"``, kept for
+        compatibility: all three run the same sound two-pass race (one Exp(1)
+        variate per candidate per draw, O(N × draws) noise). The former
+        ``"inverse_cdf"`` pass (O(N log draws)) summed float32 masses across
+        chunks and was not private in float32.
 
     Returns:
       int32 array of ``shape`` with indices in ``[0, num_candidates)``. Under
@@ -135,18 +131,20 @@ def exponential_streaming(
       >>> def score_fn(i, data):        # utility of threshold i: a concave profile
       ...     return -jnp.abs(i.astype(jnp.float32) - data)
       >>> draws = jaxdp.exponential_streaming(
-      ...     jax.random.key(0), score_fn, 10**7, epsilon=1.0, sensitivity=1.0,
-      ...     chunk_size=2**16, shape=(1000,), data=jnp.float32(4e6))
+      ...     jax.random.key(0), score_fn, 10**6, epsilon=1.0, sensitivity=1.0,
+      ...     chunk_size=2**16, shape=(100,), data=jnp.float32(4e5))
       >>> draws.shape, draws.dtype
-      ((1000,), dtype('int32'))
+      ((100,), dtype('int32'))
 
-    .. note::
-      Float32 limits are those of :func:`jaxdp.exponential`: a candidate whose
-      probability is below ~2**-23 of the total (Gumbel: of the largest) is
-      mis-weighted. The two-pass method also sums the masses in float32 across
-      chunks (relative error ~1e-7 × log N); the final target is clamped to the
-      last candidate of positive probability. Under ``jax.enable_x64()`` both
-      limits drop to about 1e-16.
+    **Finite precision.** As :func:`jaxdp.exponential` with ``method="gumbel"``:
+    the race ``argmin E_i exp(c (max s - s_i))`` with Exp(1) noise from 64 random
+    bits, exact two-float logits against the exact global maximum, clipped 80
+    below it (exactly as private), the scale rounded down. In float32 each draw
+    is (ε', δ')-DP with ε' = ε + 40·2⁻²⁴ = ε + 2.4e-6 and
+    δ' = N·(1 + e^ε')·2⁻⁶⁵; at ε = 1, δ' = 1.0e-16 (N = 10³), 1.0e-13
+    (N = 10⁶), 2.2e-10 (N = 2³¹ - 1). No candidate is impossible unless its
+    probability is below 1.7e-21. Derivation: SECURITY.md, "Finite precision:
+    noise-based paths".
 
     References:
       F. McSherry and K. Talwar, `Mechanism Design via Differential Privacy

@@ -52,6 +52,7 @@ def _real_cdf(noise: str, x: np.ndarray) -> np.ndarray:
 @functools.cache
 def _pipeline(noise: str, old: bool):
     if old:  # the old generators: one 32-bit word, (k + 1/2) / 2**32
+
         def x_of(hi, lo):
             del lo
             u = _random._unit(hi, 32, np.dtype(np.float32))
@@ -105,7 +106,10 @@ def implemented_cdf(noise: str, x, old: bool = False) -> np.ndarray:
 
 
 X_GRID = np.concatenate(
-    [np.float32(2.0) ** -np.arange(1, 62, dtype=np.float32), np.float32([0.3, 0.7, 1.0, 1.5, 3, 8, 15])]
+    [
+        np.float32(2.0) ** -np.arange(1, 62, dtype=np.float32),
+        np.float32([0.3, 0.7, 1.0, 1.5, 3, 8, 15]),
+    ]
 )
 
 
@@ -274,8 +278,16 @@ KW = dict(epsilon=2.0, sensitivity=1.0, shape=(DRAWS,))
 @pytest.mark.parametrize(
     "name, noise, sample",
     [
-        ("exponential_gumbel", "gumbel", lambda k, s: jaxdp.exponential(k, s, method="gumbel", **KW)),
-        ("rnm_laplace", "laplace", lambda k, s: jaxdp.report_noisy_max(k, s, noise="laplace", **KW)),
+        (
+            "exponential_gumbel",
+            "gumbel",
+            lambda k, s: jaxdp.exponential(k, s, method="gumbel", **KW),
+        ),
+        (
+            "rnm_laplace",
+            "laplace",
+            lambda k, s: jaxdp.report_noisy_max(k, s, noise="laplace", **KW),
+        ),
         ("permute_and_flip", "exponential", lambda k, s: jaxdp.permute_and_flip(k, s, **KW)),
     ],
 )
@@ -290,7 +302,9 @@ def test_law_at_a_million_outcomes(name, noise, sample):
 def test_top_k_law_at_a_million_outcomes():
     # k = 2 at total eps = 4: each round is the exponential mechanism at c = 1.
     draws = np.asarray(
-        jaxdp.top_k(jax.random.key(12), group_scores(), 2, epsilon=4.0, sensitivity=1.0, shape=(DRAWS,))
+        jaxdp.top_k(
+            jax.random.key(12), group_scores(), 2, epsilon=4.0, sensitivity=1.0, shape=(DRAWS,)
+        )
     )
     groups = draws // (N // GROUPS)
     first = group_law("gumbel")

@@ -1,8 +1,50 @@
-"""Noisy argmax: argmax (or top-k) of logits plus i.i.d. noise, in cache-sized chunks.
+"""Noisy argmax as an exponential race: argmin (or k smallest) of ``X_i * r_i``, in chunks.
 
-Gumbel noise gives the exponential mechanism, Laplace and exponential noise
-report-noisy-max (and permute-and-flip). Split out of :mod:`jaxdp._kernels`;
-see there for the CPU notes and the PRNG.
+Every noise-based selection path (the exponential mechanism's ``"gumbel"``
+method, report-noisy-max with Laplace, Gumbel or exponential noise,
+permute-and-flip and one-shot top-k) is written multiplicatively. With
+logits ``l_i = c (s_i - max s) <= 0`` and rates ``r_i = exp(-l_i) >= 1``:
+
+=================  ==========================  ===============================
+noise              additive form               race form (same law)
+=================  ==========================  ===============================
+Gumbel             argmax l_i + G_i            argmin E_i r_i, E ~ Exp(1)
+exponential (PF)   argmax l_i + Exp_i          argmin U_i r_i, U ~ U(0, 1)
+Laplace            argmax l_i + L_i            argmin exp(-L_i) r_i
+=================  ==========================  ===============================
+
+(``G = -log E``, ``Exp = -log U``; ``exp`` is increasing.) Top-k peels: k rounds
+of the race, each over the outcomes not yet chosen, with its own row maximum
+and fresh noise (equal in law to the one-shot k smallest, by memorylessness;
+k times the noise, but every round keeps the guarantee of one race).
+
+The race form has
+only *relative* rounding: no error that grows with ``|l_i|`` and no sum of a
+logit and a noise value whose rounding depends on the data. The variates come
+from 64 random bits (:func:`jaxdp._random.race_exponential`,
+:func:`~jaxdp._random.uniform64`, :func:`~jaxdp._random.race_laplace`), so
+the noise CDF is right to within ``2**-65`` absolute near 0.
+
+The rates are computed to a few float32 roundings *relative*, from the scores
+(:func:`race_rates`): ``max s - s_i`` as an exact two-float sum, its product
+with the scale as an exact two-float product (12-bit splits by bit masks, so
+it is exact whether or not the backend contracts to FMA), then
+``exp(t_hi) * (1 + t_lo)``. The scale is rounded *down* by 2**-21 relative, so
+the float32 scale never exceeds ``epsilon / (2 sensitivity)``. Logits are
+clipped at ``-LOGIT_FLOOR`` (80) below the row maximum: the clipped
+mechanism is exactly as private as the unclipped one (it is the same
+mechanism on the utility ``max(s_i, max s - 80/c)``, which has the same
+sensitivity and monotonicity), it keeps every rate finite, and it moves the
+law by at most ``n e**-80`` in total variation.
+
+The derivation of the resulting (epsilon', delta') is in SECURITY.md,
+"Finite precision: noise-based paths".
+
+At most :data:`CHUNK_ELEMENTS` noise values are live at a time: a step
+covers several draws of all rows, or a block of rows of one draw, or (for rows
+longer than the chunk) one row whose candidates are scanned block by block
+with a running minimum (for top-k: per round, a pass for the round's row
+maximum, then the race).
 """
 
 from __future__ import annotations
@@ -11,114 +53,198 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from . import _random
-from ._kernels import _even_chunks, _logit_params, _map_steps, fast_key, flatten_rows, split_shape
+from ._kernels import _even_chunks, _map_steps, broadcast_batch, fast_key, split_shape
 from ._typing import Array, PRNGKey
 
 #: Noise values (draws x rows x candidates) live at once in :func:`noisy_argmax`:
 #: 1 MiB of float32, inside the L2 cache of current CPUs.
 CHUNK_ELEMENTS = 1 << 18
 
+#: Logits are clipped at this distance below the row maximum (logit units).
+LOGIT_FLOOR = 80.0
+
+#: The scale epsilon / (2 sensitivity) is multiplied by this before use, so
+#: that its float32 value never exceeds the real one (3 roundings < 2**-21).
+SCALE_ROUND_DOWN = 1.0 - 2.0**-21
+
+#: The race variable X of each noise: ``argmin X_i * r_i``.
 NOISES: dict[str, Callable] = {
-    "gumbel": _random.gumbel,
-    "laplace": _random.laplace,
-    "exponential": _random.exponential,
+    "gumbel": _random.race_exponential,
+    "laplace": _random.race_laplace,
+    "exponential": _random.uniform64,
 }
 
 
-def _first_argmax(z: Array) -> tuple[Array, Array]:
-    """(max, first index of the max) along the last axis, as two plain reductions."""
-    n = z.shape[-1]
-    best = jnp.max(z, axis=-1)
-    iota = jax.lax.broadcasted_iota(jnp.int32, z.shape, z.ndim - 1)
-    arg = jnp.min(jnp.where(z == best[..., None], iota, n), axis=-1)
+def _high_half(x: Array) -> Array:
+    """``x`` with the low half of its mantissa cleared: 12 significant bits of float32's
+    24 (26 of float64's 53), so the product of two such halves is exact."""
+    if x.dtype == np.float64:
+        word, mask = jnp.uint64, np.uint64(0xFFFFFFFFF8000000)
+    else:
+        word, mask = jnp.uint32, np.uint32(0xFFFFF000)
+    return jax.lax.bitcast_convert_type(jax.lax.bitcast_convert_type(x, word) & mask, x.dtype)
+
+
+def round_down_scale(scale: Array) -> Array:
+    """float32 scale, finite, normal and rounded down: ``<=`` the real ``epsilon / (2 Delta)``."""
+    scale = jnp.asarray(scale)
+    info = jnp.finfo(scale.dtype)
+    scale = jnp.clip(scale, info.tiny, info.max)
+    return scale * scale.dtype.type(SCALE_ROUND_DOWN)
+
+
+def race_rates(scores: Array, row_max: Array, scale: Array) -> Array:
+    """``exp(min(scale * (row_max - scores), LOGIT_FLOOR))`` to a few roundings, relative.
+
+    ``scores`` float32 ``(..., n)``; ``row_max`` and ``scale`` broadcast against
+    it (``(..., 1)``); ``scale`` finite, normal and > 0 (see
+    :func:`round_down_scale`). ``-inf`` scores give ``+inf`` (never selected).
+    The result is ``exp(min(t, 80)) * exp(rho)`` with ``t`` the exact real
+    product of the float32 inputs and ``|rho| <= (c_exp + 1.25) * 2**-24``,
+    ``c_exp * 2**-24`` the relative error of the backend's float32 ``exp``.
+    """
+    f = scores.dtype.type
+    a, b = row_max, -scores
+    d_hi = a + b  # TwoSum (Knuth): d_hi + d_lo == row_max - scores exactly
+    b_v = d_hi - a
+    a_v = d_hi - b_v
+    d_lo = (a - a_v) + (b - b_v)
+    t_hi = d_hi * scale
+    d1 = _high_half(d_hi)
+    d2 = d_hi - d1
+    c1 = _high_half(scale)
+    c2 = scale - c1
+    # d1*c1, d1*c2, d2*c1, d2*c2 are exact (12 x 12 bits); d1*c1 - t_hi is exact
+    # (Sterbenz); the rest is ~2**-11 of t, so its roundings are negligible.
+    t_lo = ((((d1 * c1 - t_hi) + d1 * c2) + d2 * c1) + d2 * c2) + d_lo * scale
+    floor = f(LOGIT_FLOOR)
+    clipped = (t_hi > floor) | ((t_hi == floor) & (t_lo >= 0)) | (d_hi == jnp.inf)
+    e = jnp.exp(jnp.minimum(t_hi, floor))
+    rate = jnp.where(clipped, f(np.exp(np.float64(LOGIT_FLOOR))), e + e * t_lo)
+    return jnp.where(scores == -jnp.inf, f(jnp.inf), rate)
+
+
+def _row_params(scores: Array, scale: Array) -> tuple[tuple[int, ...], Array, Array]:
+    """(batch, row max ``batch + (1,)``, rounded-down scale ``batch + (1,)``)."""
+    batch = broadcast_batch(scores.shape[:-1], jnp.shape(scale))
+    row_max = jnp.broadcast_to(jnp.max(scores, axis=-1), batch)[..., None]
+    c = jnp.broadcast_to(round_down_scale(jnp.asarray(scale, scores.dtype)), batch)[..., None]
+    return batch, row_max, c
+
+
+def _first_argmin(q: Array) -> tuple[Array, Array]:
+    """(min, first index of the min) along the last axis, as two plain reductions."""
+    n = q.shape[-1]
+    best = jnp.min(q, axis=-1)
+    iota = jax.lax.broadcasted_iota(jnp.int32, q.shape, q.ndim - 1)
+    arg = jnp.min(jnp.where(q == best[..., None], iota, n), axis=-1)
     return best, jnp.minimum(arg, n - 1)
+
+
+def _peel(key: PRNGKey, scores: Array, c: Array, k: int, sample_noise: Callable) -> Array:
+    """k rounds of the race on ``scores`` ``(..., n)``, each over the outcomes not yet
+    chosen, with its own row maximum and fresh noise: int32 ``(..., k)``, -1 once a row
+    has no finite score left. Equal in law to the one-shot k smallest of ``E_i r_i``
+    (memorylessness), but each round's rates are relative to *its own* maximum, so the
+    clipping at :data:`LOGIT_FLOOR` and the relative rounding hold round by round.
+    """
+    iota = jax.lax.broadcasted_iota(jnp.int32, scores.shape, scores.ndim - 1)
+
+    def round_(remaining, round_key):
+        row_max = jnp.max(remaining, axis=-1, keepdims=True)
+        noise = sample_noise(round_key, remaining.shape, scores.dtype)
+        best, arg = _first_argmin(noise * race_rates(remaining, row_max, c))
+        arg = jnp.where(best == jnp.inf, -1, arg)
+        return jnp.where(iota == arg[..., None], -jnp.inf, remaining), arg
+
+    # A scan over the round keys (not an index into them: the key-reuse checker).
+    out = jax.lax.scan(round_, scores, jax.random.split(key, k))[1]  # (k, ...)
+    return jnp.moveaxis(out, 0, -1).astype(jnp.int32)
 
 
 def noisy_argmax(
     key: PRNGKey,
-    logits: Array,
+    logits: Array | None,
     shape: tuple[int, ...],
     noise: str,
     k: int | None = None,
     scores: Array | None = None,
     scale: Array | None = None,
 ) -> Array:
-    """argmax (or top-k) of ``logits + noise`` for draws of ``shape``.
+    """argmax (or top-k) of ``logits + noise`` for draws of ``shape``, as a race.
 
-    ``logits``: ``(*batch, n)``; ``shape`` ends with dims that ``batch``
-    broadcasts to. Returns int32 ``shape`` (``shape + (k,)`` for top-k).
-    At most :data:`CHUNK_ELEMENTS` noise values are live at a time: a step
-    covers several draws of all rows, or a block of rows of one draw, or (for
-    rows longer than the chunk) one row whose candidates are scanned block by
-    block with a running maximum (a running top-k for ``k``). Ties between
-    equal noisy values go to the lowest index (probability 0 for continuous
-    noise); ``-inf`` logits are never selected unless the whole row is ``-inf``.
-
-    When the logits are ``to_logits(scores, scale)`` and ``scores`` already has
-    the full batch shape, passing ``scores`` and ``scale`` lets each block of
-    rows recompute its logits from ``scores``, so the ``(B, n)`` logits are
-    never materialised (no temporary of the size of the input).
+    The law is taken from ``scores`` and ``scale`` (logits ``scale * (s - max
+    s)``), which every caller passes; ``logits`` is accepted for compatibility
+    and only used when ``scores`` is None (then the rates are ``exp(-logits)``,
+    without the exact logit computation). ``scores``: ``(*batch, n)`` float32,
+    ``scale`` broadcasting with the batch; ``shape`` ends with dims that the
+    batch broadcasts to. Returns int32 ``shape`` (``shape + (k,)`` for top-k).
+    Ties between equal products go to the lowest index; ``-inf`` scores are
+    never selected unless the whole row is ``-inf`` (top-k: positions past the
+    finite scores are -1).
     """
-    batch = logits.shape[:-1]
-    n = logits.shape[-1]
+    if scores is None:
+        # Legacy: logits only. Scale 1, row max 0 (logits are max-shifted).
+        scores = logits
+        scale = jnp.ones((), logits.dtype)
+    if scores.dtype != jnp.float64:
+        scores = scores.astype(jnp.float32)
+    dtype = scores.dtype
+    batch, row_max, c = _row_params(scores, scale)
+    n = scores.shape[-1]
     num_lead, tail = split_shape(shape, batch)
-    rows = flatten_rows(logits, tail)
-    num_rows = rows.shape[0]
+    num_rows = int(np.prod(tail, dtype=np.int64))
+    scores = jnp.broadcast_to(scores, tail + (n,)).reshape(num_rows, n)
+    row_max = jnp.broadcast_to(row_max, tail + (1,)).reshape(num_rows, 1)
+    c = jnp.broadcast_to(c, tail + (1,)).reshape(num_rows, 1)
     sample_noise = NOISES[noise]
-    dtype = logits.dtype
     key = fast_key(key)
     suffix = () if k is None else (k,)
     out_shape = shape + suffix
 
-    def select(z: Array) -> Array:
-        if k is None:
-            return _first_argmax(z)[1]
-        values, idx = jax.lax.top_k(z, k)
-        return jnp.where(values == -jnp.inf, -1, idx).astype(jnp.int32)
-
     if num_rows * n <= CHUNK_ELEMENTS:
-        # A step draws `per` i.i.d. draws for all rows at once.
+        # A step draws `per` i.i.d. draws for all rows at once; rates computed once.
         per, steps = _even_chunks(num_lead, CHUNK_ELEMENTS // (num_rows * n))
+        if k is None:
+            rates = race_rates(scores, row_max, c)
 
-        def body(key: PRNGKey, step: Array) -> Array:
-            z = rows[None] + sample_noise(key, (per, num_rows, n), dtype)
-            return select(z)
+            def body(key: PRNGKey, step: Array) -> Array:
+                return _first_argmin(sample_noise(key, (per, num_rows, n), dtype) * rates[None])[1]
+
+        else:
+            many = jnp.broadcast_to(scores, (per, num_rows, n))
+
+            def body(key: PRNGKey, step: Array) -> Array:
+                return _peel(key, many, c[None], k, sample_noise)
 
         out = _map_steps(body, key, steps).reshape((steps * per, num_rows) + suffix)
         out = out if steps * per == num_lead else out[:num_lead]
         return out.reshape(out_shape)
 
     if n <= CHUNK_ELEMENTS:
-        # A step covers a block of `per` rows of one draw.
+        # A step covers a block of `per` rows of one draw; rates recomputed per block.
         most = max(1, CHUNK_ELEMENTS // n)
         per = max(d for d in range(1, min(most, num_rows) + 1) if num_rows % d == 0)
-        if scores is not None and tuple(scores.shape) == tail + (n,) and 4 * per >= most:
-            # Recompute each block's logits from the scores (a view, no copy).
-            _, row_max, row_scale = _logit_params(scores, scale)
-            source = scores.reshape(num_rows, n)
-            shift, factor = row_max.reshape(num_rows, 1), row_scale.reshape(num_rows, 1)
-            blocks = num_rows // per
-
-            def block_logits(start: Array) -> Array:
-                part = jax.lax.dynamic_slice_in_dim(source, start, per, axis=0)
-                shift_b = jax.lax.dynamic_slice_in_dim(shift, start, per, axis=0)
-                factor_b = jax.lax.dynamic_slice_in_dim(factor, start, per, axis=0)
-                return (part - shift_b) * factor_b
-
-        else:
+        if 4 * per < most:
             per = most
-            blocks = -(-num_rows // per)
-            per = -(-num_rows // blocks)
-            padded = jnp.pad(rows, ((0, blocks * per - num_rows), (0, 0)))
-
-            def block_logits(start: Array) -> Array:
-                return jax.lax.dynamic_slice_in_dim(padded, start, per, axis=0)
+        blocks = -(-num_rows // per)
+        pad = blocks * per - num_rows
+        if pad:
+            scores = jnp.pad(scores, ((0, pad), (0, 0)))
+            row_max = jnp.pad(row_max, ((0, pad), (0, 0)))
+            c = jnp.pad(c, ((0, pad), (0, 0)), constant_values=1.0)
 
         def body(key: PRNGKey, step: Array) -> Array:
-            block = block_logits((step % blocks) * per)
-            return select(block + sample_noise(key, (per, n), dtype))
+            start = (step % blocks) * per
+            part = jax.lax.dynamic_slice_in_dim(scores, start, per, axis=0)
+            m = jax.lax.dynamic_slice_in_dim(row_max, start, per, axis=0)
+            cb = jax.lax.dynamic_slice_in_dim(c, start, per, axis=0)
+            if k is not None:
+                return _peel(key, part, cb, k, sample_noise)
+            return _first_argmin(sample_noise(key, (per, n), dtype) * race_rates(part, m, cb))[1]
 
         out = _map_steps(body, key, num_lead * blocks)
         out = out.reshape((num_lead, blocks * per) + suffix)[:, :num_rows]
@@ -127,40 +253,48 @@ def noisy_argmax(
     # Rows longer than a chunk: scan the candidates in blocks, keep the running best.
     width = CHUNK_ELEMENTS
     nblocks = -(-n // width)
-    padded = jnp.pad(rows, ((0, 0), (0, nblocks * width - n)), constant_values=-jnp.inf)
+    padded = jnp.pad(scores, ((0, 0), (0, nblocks * width - n)), constant_values=-jnp.inf)
 
-    def body(key: PRNGKey, step: Array) -> Array:
-        row = padded[step % num_rows]
+    def race_row(key: PRNGKey, row: Array, m: Array, cr: Array, chosen: Array | None):
+        """(min, first argmin) of the race over one long row, outcomes in ``chosen`` excluded."""
+
+        def block(b: Array) -> Array:
+            part = jax.lax.dynamic_slice_in_dim(row, b * width, width)
+            if chosen is None:
+                return part
+            idx = b * width + jnp.arange(width, dtype=jnp.int32)
+            return jnp.where(jnp.any(idx[:, None] == chosen[None, :], axis=-1), -jnp.inf, part)
+
+        if chosen is not None:  # this round's own row maximum
+            m = jax.lax.fori_loop(
+                0, nblocks, lambda b, mx: jnp.maximum(mx, jnp.max(block(b))), -jnp.inf
+            ).reshape(1)
         block_keys = jax.random.split(key, nblocks)
 
         def scan_block(carry, xs):
             block_key, b = xs
-            z = jax.lax.dynamic_slice_in_dim(row, b * width, width) + sample_noise(
-                block_key, (width,), dtype
-            )
-            if k is None:
-                best, arg = carry
-                zmax, zarg = _first_argmax(z)
-                better = zmax > best  # earlier block wins ties: the lowest index
-                return (
-                    jnp.where(better, zmax, best),
-                    jnp.where(better, zarg + b * width, arg),
-                ), None
-            values, idx = carry
-            zv, zi = jax.lax.top_k(z, k)
-            both_v = jnp.concatenate([values, zv])
-            both_i = jnp.concatenate([idx, zi + b * width])
-            top_v, pos = jax.lax.top_k(both_v, k)
-            return (top_v, both_i[pos]), None
+            q = sample_noise(block_key, (width,), dtype) * race_rates(block(b), m, cr)
+            best, arg = carry
+            qmin, qarg = _first_argmin(q)
+            better = qmin < best  # earlier block wins ties: the lowest index
+            return (jnp.where(better, qmin, best), jnp.where(better, qarg + b * width, arg)), None
 
+        init = (jnp.array(jnp.inf, dtype), jnp.array(0, jnp.int32))
+        return jax.lax.scan(scan_block, init, (block_keys, jnp.arange(nblocks)))[0]
+
+    def body(key: PRNGKey, step: Array) -> Array:
+        r = step % num_rows
+        row, m, cr = padded[r], row_max[r], c[r]
         if k is None:
-            init = (jnp.array(-jnp.inf, dtype), jnp.array(0, jnp.int32))
-        else:
-            init = (jnp.full((k,), -jnp.inf, dtype), jnp.zeros((k,), jnp.int32))
-        (best, arg), _ = jax.lax.scan(scan_block, init, (block_keys, jnp.arange(nblocks)))
-        if k is None:
-            return arg
-        return jnp.where(best == -jnp.inf, -1, arg).astype(jnp.int32)
+            return race_row(key, row, m, cr, None)[1]
+
+        def round_(carry, round_key):
+            chosen, i = carry
+            best, arg = race_row(round_key, row, m, cr, chosen)
+            return (chosen.at[i].set(jnp.where(best == jnp.inf, -1, arg)), i + 1), None
+
+        init = (jnp.full((k,), -1, jnp.int32), jnp.zeros((), jnp.int32))
+        return jax.lax.scan(round_, init, jax.random.split(key, k))[0][0]
 
     out = _map_steps(body, key, num_lead * num_rows)
     return out.reshape(out_shape)

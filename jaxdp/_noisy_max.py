@@ -43,6 +43,16 @@ def report_noisy_max(
     2007. Exponential noise Exp(2Δ/ε) makes it equal in law to permute-and-flip
     (Ding et al. 2021), ε-DP by McKenna & Sheldon 2020, Thm 1.
 
+    **Finite precision.** Drawn as the exponential race ``argmin X_i * r_i``
+    (``r_i = exp(c (max s - s_i))``, ``X`` = ``exp(-noise)``, the same law): noise
+    from 64 random bits per variate, logits computed exactly as two-float pairs
+    and clipped 80 below the row maximum (exactly as private), the scale ``c``
+    rounded down. In float32 each draw is (ε', δ')-DP with
+    ε' = ε + 40·2⁻²⁴ = ε + 2.4e-6 and δ' = n·(1 + e^ε')·2⁻⁶⁵; at ε = 1,
+    δ' = 1.0e-16 (n = 10³), 1.0e-13 (n = 10⁶), 2.2e-10 (n = 2³¹). No outcome is
+    impossible unless its probability is below 3e-20. Derivation: SECURITY.md,
+    "Finite precision: noise-based paths".
+
     Args:
       key: a PRNG key (typed or legacy); one key per call.
       scores: ``[..., n, ...]`` real array; ``-inf`` never selected.
@@ -66,10 +76,9 @@ def report_noisy_max(
       (5,)
 
     .. note::
-      The noise is drawn chunk by chunk (about 2**20 variates live at a time), so
-      ``draws x n`` noise is never materialised. Float32 uniforms limit the
-      noise tails to about 16 scale units (Gumbel, exponential) and 16.6
-      (Laplace); use float64 (``jax.enable_x64``) for larger gaps.
+      The noise is drawn chunk by chunk (about 2**18 variates live at a time), so
+      ``draws x n`` noise is never materialised. The noise is resolved to
+      about 45 scale units (2**-65 in probability), in float32 and float64.
 
     References:
       C. Dwork and A. Roth, `The Algorithmic Foundations of Differential Privacy
@@ -132,6 +141,16 @@ def permute_and_flip(
     **Privacy.** ε-DP for scores of sensitivity Δ (McKenna & Sheldon 2020, Thm 1;
     with ε / Δ for monotonic scores, their §4). Its expected score gap is never
     worse than the exponential mechanism's (their Thm 2).
+
+    **Finite precision.** Drawn as the exponential race ``argmin X_i * r_i``
+    (``r_i = exp(c (max s - s_i))``, ``X`` uniform: ``exp(-Exp(1))``): noise
+    from 64 random bits per variate, logits computed exactly as two-float pairs
+    and clipped 80 below the row maximum (exactly as private), the scale ``c``
+    rounded down. In float32 each draw is (ε', δ')-DP with
+    ε' = ε + 40·2⁻²⁴ = ε + 2.4e-6 and δ' = n·(1 + e^ε')·2⁻⁶⁵; at ε = 1,
+    δ' = 1.0e-16 (n = 10³), 1.0e-13 (n = 10⁶), 2.2e-10 (n = 2³¹). No outcome is
+    impossible unless its probability is below 3e-20. Derivation: SECURITY.md,
+    "Finite precision: noise-based paths".
 
     Args:
       key: a PRNG key (typed or legacy); one key per call.

@@ -160,6 +160,101 @@ def discrete_laplace(key: PRNGKey, shape, scale: Array, dtype) -> Array:
     return _finish(g[0] - g[1], dtype)
 
 
+# ----------------------------------------------------------------------------- 64-bit race noise
+#
+# The noise-based selection paths (jaxdp._noisy_kernels, jaxdp._streaming) do
+# not add noise to logits: they take the argmin of ``X_i * r_i`` with
+# ``r_i = exp(-logit_i)`` (an exponential race) and ``X`` one of the variates
+# below. Each is built from a 64-bit uniform, so its CDF near 0 (the part that
+# decides rare selections) is resolved to 2**-65 in absolute terms and to a few
+# float32 roundings in relative terms; see SECURITY.md, "Finite precision:
+# noise-based paths".
+
+_THREEFRY_IMPLS = ("threefry2x32", "fryf")
+
+
+def bits64(key: PRNGKey, shape) -> tuple[Array, Array]:
+    """64 random bits per element, as two uint32 words ``(hi, lo)``; consumes ``key`` once.
+
+    For threefry keys (JAX's default and the fused lowering of
+    :func:`jaxdp._kernels.fast_key`) element ``i`` (row-major) is the threefry2x32
+    block of the 64-bit counter ``i``: both output words are used, so 64 bits cost
+    one hash, as 32 bits do in :func:`jax.random.bits`. This is the stream of
+    ``jax.random.bits(key, shape, jnp.uint64)`` under ``jax_enable_x64`` with the
+    partitionable threefry, split into its high and low words. Other key
+    implementations draw ``(2, *shape)`` words with :func:`jax.random.bits`.
+    """
+    shape = tuple(shape)
+    size = math.prod(shape)
+    if str(jax.random.key_impl(key)) not in _THREEFRY_IMPLS or size >= 2**32:
+        words = jax.random.bits(key, (2,) + shape, jnp.uint32)
+        return words[0], words[1]
+    from ._kernels import _threefry2x32  # _kernels imports this module
+
+    jax.random.bits(key, (0,))  # marks `key` as consumed for JAX's key-reuse checker
+    data = jax.random.key_data(key)
+    counter = jax.lax.broadcasted_iota(jnp.uint32, (size,), 0).reshape(shape)
+    return _threefry2x32(data[0], data[1], jnp.zeros_like(counter), counter)
+
+
+def _unit64(hi: Array, lo: Array, hi_bits: int, dtype=jnp.float32) -> Array:
+    """``(hi * 2**32 + lo + 1/2) / 2**(32 + hi_bits)`` in float32 (or float64), clamped below 1.
+
+    ``hi < 2**hi_bits``. Computed as ``(f(hi) + f(lo + 1/2) * 2**-32) * 2**-hi_bits``:
+    three roundings, so the result is the exact 64-bit-grid value times
+    ``exp(theta)`` with ``|theta| <= 3 * 2**-24`` (float64: ``2**-53``); the
+    smallest value is ``2**-(33 + hi_bits)``.
+    """
+    f = np.dtype(dtype).type
+    below_one = np.nextafter(f(1), f(0))
+    frac = (lo.astype(f) + f(0.5)) * f(2.0**-32)
+    return jnp.minimum((hi.astype(f) + frac) * f(2.0**-hi_bits), below_one)
+
+
+def uniform64(key: PRNGKey, shape, dtype=jnp.float32) -> Array:
+    """float32 U(0, 1) on the 64-bit grid ``(k + 1/2) / 2**64``, rounded: smallest 2**-65.
+
+    ``P[U <= p]`` is within ``2**-65`` of ``p * exp(+-3 * 2**-24)`` for every p.
+    """
+    hi, lo = bits64(key, shape)
+    return _unit64(hi, lo, 32, dtype)
+
+
+def race_exponential(key: PRNGKey, shape, dtype=jnp.float32) -> Array:
+    """float32 Exp(1) variates ``-log1p(-U)``, U from :func:`uniform64`: resolved at 0.
+
+    The race variable of the exponential mechanism: ``argmin E_i exp(-logit_i)``
+    is the Gumbel-max ``argmax logit_i + G_i`` with ``G = -log E``. The smallest
+    value is about 2**-65 (a Gumbel variate of 45); the largest 16.6.
+    """
+    return race_from_words("gumbel", *bits64(key, shape), dtype)
+
+
+def race_laplace(key: PRNGKey, shape, dtype=jnp.float32) -> Array:
+    """float32 ``exp(-L)`` for L ~ Laplace(0, 1): ``U`` or ``1/U`` by a random sign.
+
+    The top bit of the 64 is the sign, the other 63 give U on the grid
+    ``(k + 1/2) / 2**63`` (smallest 2**-64), so ``argmin exp(-L_i) exp(-logit_i)``
+    is report-noisy-max with Laplace noise resolved to |L| = 44.4.
+    """
+    return race_from_words("laplace", *bits64(key, shape), dtype)
+
+
+def race_from_words(noise: str, hi: Array, lo: Array, dtype=jnp.float32) -> Array:
+    """The race variable of ``noise`` from the 64 bits ``(hi, lo)``: a deterministic,
+    non-decreasing function of the 64-bit integer ``hi * 2**32 + lo`` for ``"gumbel"``
+    (Exp(1)) and ``"exponential"`` (U(0, 1)), and of the low 63 bits on each sign for
+    ``"laplace"``. The generators above are this function of :func:`bits64`; the tests
+    use it to compute the implemented noise CDF exactly."""
+    if noise == "exponential":
+        return _unit64(hi, lo, 32, dtype)
+    if noise == "gumbel":
+        return -jnp.log1p(-_unit64(hi, lo, 32, dtype))
+    top = np.uint32(1 << 31)
+    u = _unit64(hi & (top - np.uint32(1)), lo, 31, dtype)
+    return jnp.where(hi >= top, u, np.dtype(dtype).type(1) / u)
+
+
 # ----------------------------------------------------------------------------- keys
 
 

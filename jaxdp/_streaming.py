@@ -1,20 +1,22 @@
 """The exponential mechanism over ranges too large to hold in memory.
 
 The candidates ``0 .. num_candidates - 1`` are scored chunk by chunk by a
-user-supplied ``score_fn`` inside one ``lax.fori_loop``; only running
-quantities (per draw: the best noisy logit and its index, or a count; per row:
-the running maximum score and log-sum-exp) live across chunks. Two samplers:
+user-supplied ``score_fn`` inside ``lax.fori_loop``; only running quantities
+live across chunks. One sampler, in two passes, whatever ``method`` says:
 
-* streaming Gumbel-max: one pass; each chunk's logits get fresh Gumbel noise
-  for every draw (keys ``fold_in(key, chunk)``) and the running max/argmax is
-  updated. Logits are kept relative to the running maximum score, so large
-  score offsets do not cost precision; the stored maxima are re-shifted when
-  the running maximum grows.
-* two-pass inverse CDF: a streaming log-sum-exp, then one uniform per draw and
-  a second pass that re-scores each chunk and counts, for every draw, the
-  candidates whose cumulative mass lies at or below the draw's target. Either
-  the draws search each chunk's prefix sums (few draws) or the chunk's prefix
-  sums search the sorted targets (many draws).
+1. the exact row maximum of the scores (a running max is exact);
+2. the exponential race of :mod:`jaxdp._noisy_kernels`: each chunk's rates
+   ``exp(c (max - s))`` (exact two-float logits, clipped 80 below the maximum)
+   times fresh Exp(1) noise from 64 random bits for every draw (keys
+   ``fold_in(key, chunk)``), and a running argmin per draw.
+
+Every candidate's product is computed once, against the same global maximum, so
+the running argmin is the exact argmin of one set of float values, and the
+finite-precision guarantee of :func:`jaxdp.exponential` with ``"gumbel"``
+holds (SECURITY.md, "Finite precision: noise-based paths"). The earlier
+one-pass Gumbel (rescaling stored maxima as the running maximum grew) and the
+two-pass inverse CDF (float32 prefix sums across chunks) were not private in
+float32: the latter misplaced mass among small outcomes.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
 
-from . import _checks, _kernels, _random
+from . import _checks, _kernels, _noisy_kernels, _random
 from ._typing import Array, ArrayLike, PRNGKey
 
 _METHODS = ("auto", "gumbel", "inverse_cdf")
@@ -65,9 +67,9 @@ def exponential_streaming(
     (:math:`\varepsilon s_r / \Delta` in the exponent when ``monotonic``), but the
     scores are never held at once: ``score_fn`` is called on ``chunk_size``
     indices at a time inside one ``lax.fori_loop`` (one compiled body, no Python
-    loop over chunks). Peak memory is O(``chunk_size`` × draws) for
-    ``method="gumbel"`` and O(``chunk_size`` + draws) per row for
-    ``"inverse_cdf"``; it does not grow with ``num_candidates``.
+    loop over chunks). Peak memory is O(``chunk_size`` × draws); it does not
+    grow with ``num_candidates``. ``score_fn`` is called twice per chunk (a pass
+    for the maximum, then the race).
 
     **Privacy.** As :func:`jaxdp.exponential`: if every score changes by at most
     ``sensitivity`` = Δ between neighbouring datasets (add or remove one record),
@@ -104,17 +106,11 @@ def exponential_streaming(
       data: optional pytree of arrays passed to ``score_fn`` as its second
         argument. It is a traced argument, so one compiled function serves every
         dataset of the same shapes and dtypes.
-      method: static, ``"gumbel"`` (one pass; one Gumbel variate per candidate per
-        draw), ``"inverse_cdf"`` (two passes over the candidates: a streaming
-        log-sum-exp, then an inverse-CDF pass; cost O(N log draws) or
-        O((N / chunk) × draws × log chunk), whichever is smaller, instead of
-        Gumbel's O(N × draws)), or ``"auto"``: the rule of
-        :func:`jaxdp.exponential` (``_kernels.choose_method``), which picks the
-        two-pass method unless there is one draw per row and N <= 16. With a
-        cheap ``score_fn`` the two passes are faster even for one draw (1e7
-        candidates, one draw: 0.06 s against 0.3 s on 2 CPU cores) because
-        Gumbel noise costs more than a second scoring pass; choose ``"gumbel"``
-        for one draw of an expensive ``score_fn``, which it calls only once.
+      method: static, ``"auto"``, ``"gumbel"`` or ``"inverse_cdf"``, kept for
+        compatibility: all three run the same sound two-pass race (one Exp(1)
+        variate per candidate per draw, O(N × draws) noise). The former
+        ``"inverse_cdf"`` pass (O(N log draws)) summed float32 masses across
+        chunks and was not private in float32.
 
     Returns:
       int32 array of ``shape`` with indices in ``[0, num_candidates)``. Under
@@ -135,18 +131,20 @@ def exponential_streaming(
       >>> def score_fn(i, data):        # utility of threshold i: a concave profile
       ...     return -jnp.abs(i.astype(jnp.float32) - data)
       >>> draws = jaxdp.exponential_streaming(
-      ...     jax.random.key(0), score_fn, 10**7, epsilon=1.0, sensitivity=1.0,
-      ...     chunk_size=2**16, shape=(1000,), data=jnp.float32(4e6))
+      ...     jax.random.key(0), score_fn, 10**6, epsilon=1.0, sensitivity=1.0,
+      ...     chunk_size=2**16, shape=(100,), data=jnp.float32(4e5))
       >>> draws.shape, draws.dtype
-      ((1000,), dtype('int32'))
+      ((100,), dtype('int32'))
 
-    .. note::
-      Float32 limits are those of :func:`jaxdp.exponential`: a candidate whose
-      probability is below ~2**-23 of the total (Gumbel: of the largest) is
-      mis-weighted. The two-pass method also sums the masses in float32 across
-      chunks (relative error ~1e-7 × log N); the final target is clamped to the
-      last candidate of positive probability. Under ``jax.enable_x64()`` both
-      limits drop to about 1e-16.
+    **Finite precision.** As :func:`jaxdp.exponential` with ``method="gumbel"``:
+    the race ``argmin E_i exp(c (max s - s_i))`` with Exp(1) noise from 64 random
+    bits, exact two-float logits against the exact global maximum, clipped 80
+    below it (exactly as private), the scale rounded down. In float32 each draw
+    is (ε', δ')-DP with ε' = ε + 40·2⁻²⁴ = ε + 2.4e-6 and
+    δ' = N·(1 + e^ε')·2⁻⁶⁵; at ε = 1, δ' = 1.0e-16 (N = 10³), 1.0e-13
+    (N = 10⁶), 2.2e-10 (N = 2³¹ - 1). No candidate is impossible unless its
+    probability is below 1.7e-21. Derivation: SECURITY.md, "Finite precision:
+    noise-based paths".
 
     References:
       F. McSherry and K. Talwar, `Mechanism Design via Differential Privacy
@@ -241,21 +239,6 @@ def _score_batch(score_fn: Callable, chunk: int, data: Any, has_data: bool, fn: 
     return tuple(out.shape[:-1])
 
 
-def _logits(scores: Array, row_max: Array, scale: Array) -> Array:
-    """``(scores - row_max) * scale`` with the guards of ``_kernels.to_logits``."""
-    safe_max = jnp.where(jnp.isfinite(row_max), row_max, jnp.zeros_like(row_max))
-    shifted = scores - safe_max[:, None]
-    logits = jnp.where(shifted == 0, jnp.zeros_like(shifted), shifted * scale[:, None])
-    return jnp.where(scores == -jnp.inf, -jnp.inf, logits)
-
-
-def _rescale(row_max: Array, new_max: Array, scale: Array) -> Array:
-    """Log-factor that moves values kept relative to ``row_max`` to ``new_max``."""
-    gap = jnp.where(new_max == row_max, jnp.zeros_like(row_max), row_max - new_max)
-    gap = jnp.where(jnp.isfinite(row_max), gap, jnp.zeros_like(gap))
-    return gap * scale
-
-
 @partial(
     jax.jit,
     static_argnames=(
@@ -321,48 +304,37 @@ def _streaming_impl(
     neg_inf_rows = jnp.full((num_rows,), -jnp.inf, dtype)
     no_bad = jnp.zeros((num_rows,), bool)
 
-    if method == "auto":
-        method = _kernels.choose_method(num_lead, n, num_rows)
+    del method  # every method is the two-pass race (see the module docstring)
 
-    if method == "gumbel":
+    # Pass 1: the exact row maximum (and the NaN/+inf flags).
+    def max_body(c, carry):
+        row_max, bad = carry
+        _, s, b = chunk_scores(c)
+        return jnp.maximum(row_max, jnp.max(s, axis=-1)), bad | b
 
-        def body(c, carry):
-            best, arg, row_max, bad = carry
-            idx, s, b = chunk_scores(c)
-            new_max = jnp.maximum(row_max, jnp.max(s, axis=-1))
-            best = best + _rescale(row_max, new_max, scale)[None, :]
-            logits = _logits(s, new_max, scale)
-            noise = _random.gumbel(jax.random.fold_in(key, c), (num_lead, num_rows, chunk), dtype)
-            noisy = logits[None] + noise
-            top = jnp.max(noisy, axis=-1)
-            pos = jnp.argmax(noisy, axis=-1)
-            better = top > best
-            best = jnp.where(better, top, best)
-            arg = jnp.where(better, idx[pos], arg)
-            return best, arg, new_max, bad | b
+    row_max, bad = jax.lax.fori_loop(0, num_chunks, max_body, (neg_inf_rows, no_bad))
+    m = row_max[:, None]
+    c_rows = _noisy_kernels.round_down_scale(scale)[:, None]
+    key = _kernels.fast_key(key)
 
-        init = (
-            jnp.full((num_lead, num_rows), -jnp.inf, dtype),
-            jnp.zeros((num_lead, num_rows), jnp.int32),
-            neg_inf_rows,
-            no_bad,
+    # Pass 2: the exponential race argmin E * exp(-logit), rates relative to the
+    # global maximum, so every candidate's product is computed once, the same way.
+    def body(c, carry):
+        best, arg = carry
+        idx, s, _ = chunk_scores(c)
+        rates = _noisy_kernels.race_rates(s, m, c_rows)
+        noise = _random.race_exponential(
+            jax.random.fold_in(key, c), (num_lead, num_rows, chunk), dtype
         )
-        _, out, row_max, bad = jax.lax.fori_loop(0, num_chunks, body, init)
-    else:
+        qmin, pos = _noisy_kernels._first_argmin(noise * rates[None])
+        better = qmin < best  # earlier chunks win ties: the lowest index
+        return jnp.where(better, qmin, best), jnp.where(better, idx[pos], arg)
 
-        def lse_body(c, carry):
-            row_max, total, bad = carry
-            _, s, b = chunk_scores(c)
-            new_max = jnp.maximum(row_max, jnp.max(s, axis=-1))
-            total = total * jnp.exp(_rescale(row_max, new_max, scale))
-            total = total + jnp.sum(jnp.exp(_logits(s, new_max, scale)), axis=-1)
-            return new_max, total, bad | b
-
-        row_max, total, bad = jax.lax.fori_loop(
-            0, num_chunks, lse_body, (neg_inf_rows, jnp.zeros((num_rows,), dtype), no_bad)
-        )
-        targets = _random.uniform(key, (num_lead, num_rows), dtype) * total[None, :]
-        out = _inverse_cdf_pass(chunk_scores, row_max, scale, targets, num_chunks, chunk)
+    init = (
+        jnp.full((num_lead, num_rows), jnp.inf, dtype),
+        jnp.zeros((num_lead, num_rows), jnp.int32),
+    )
+    _, out = jax.lax.fori_loop(0, num_chunks, body, init)
 
     valid = params_ok & ~bad & (row_max > -jnp.inf)
     _checkify_scores(fn, bad, row_max)
@@ -373,58 +345,3 @@ def _streaming_impl(
 def _checkify_scores(fn: str, bad: Array, row_max: Array) -> None:
     checkify.debug_check(~jnp.any(bad), f"{fn}: score_fn returned NaN or +inf scores")
     _checks.debug_check_selectable(fn, row_max)
-
-
-def _inverse_cdf_pass(chunk_scores, row_max, scale, targets, num_chunks, chunk):
-    """Second pass: for each target t, the number of candidates j with C_j <= t.
-
-    ``C_j`` is the inclusive running sum of ``exp(logits)``; the first index
-    whose running sum exceeds ``t`` is exactly that count (probability-0
-    candidates add nothing to ``C`` and are skipped). Returns int32
-    ``(draws, rows)``, clamped to the last candidate of positive probability.
-    """
-    num_lead, num_rows = targets.shape
-    dtype = targets.dtype
-    search = jax.vmap(partial(jnp.searchsorted, side="right"), in_axes=(0, 1), out_axes=1)
-
-    def masses(c, running):
-        idx, s, _ = chunk_scores(c)
-        p = jnp.exp(_logits(s, row_max, scale))
-        cumulative = running[:, None] + jnp.cumsum(p, axis=-1)
-        positive = p > 0
-        last_in_chunk = chunk - 1 - jnp.argmax(jnp.flip(positive, axis=-1), axis=-1)
-        return idx, cumulative, jnp.any(positive, axis=-1), idx[last_in_chunk]
-
-    zeros = jnp.zeros((num_rows,), dtype)
-    last0 = jnp.zeros((num_rows,), jnp.int32)
-
-    if num_lead <= chunk:
-        # Few draws: each draw binary-searches each chunk's running sums.
-        def body(c, carry):
-            running, count, last = carry
-            _, cumulative, has, last_c = masses(c, running)
-            count = count + search(cumulative, targets).astype(jnp.int32)
-            return cumulative[:, -1], count, jnp.where(has, last_c, last)
-
-        init = (zeros, jnp.zeros((num_lead, num_rows), jnp.int32), last0)
-        _, count, last = jax.lax.fori_loop(0, num_chunks, body, init)
-    else:
-        # Many draws: sort the targets once; each chunk's running sums search them
-        # (k_j = #{t < C_j}) and a histogram of k_j gives #{j: C_j <= t_i} by cumsum.
-        order = jnp.argsort(targets, axis=0)
-        sorted_t = jnp.take_along_axis(targets, order, axis=0).T  # (rows, draws)
-        find = jax.vmap(partial(jnp.searchsorted, side="left"))
-        rows = jnp.arange(num_rows)[:, None]
-
-        def body(c, carry):
-            running, marks, last = carry
-            _, cumulative, has, last_c = masses(c, running)
-            k = find(sorted_t, cumulative)
-            marks = marks.at[jnp.broadcast_to(rows, k.shape), k].add(1)
-            return cumulative[:, -1], marks, jnp.where(has, last_c, last)
-
-        init = (zeros, jnp.zeros((num_rows, num_lead + 1), jnp.int32), last0)
-        _, marks, last = jax.lax.fori_loop(0, num_chunks, body, init)
-        counted = jnp.cumsum(marks, axis=-1)[:, :num_lead].T  # (draws, rows), sorted order
-        count = jnp.zeros_like(counted).at[order, jnp.arange(num_rows)[None, :]].set(counted)
-    return jnp.minimum(count, last[None, :])

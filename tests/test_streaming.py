@@ -122,20 +122,12 @@ def test_equal_in_law_to_materialised():
         assert scipy.stats.chi2_contingency(table).pvalue > 1e-3
 
 
-def test_two_pass_matches_materialised_draw_by_draw():
-    # Same key, same uniforms: the chunked inverse CDF reproduces exponential's
-    # inverse CDF (up to float near-ties at the cumulative sums).
-    scores = jnp.asarray(peaked_np(), jnp.float32)
-    ref = jaxdp.exponential(
-        jax.random.key(5),
-        scores,
-        epsilon=EPS,
-        sensitivity=DELTA,
-        shape=(5000,),
-        method="inverse_cdf",
-    )
-    got = draw("inverse_cdf", 7, shape=(5000,), key=5)
-    assert np.mean(np.asarray(got) == np.asarray(ref)) > 0.999
+def test_methods_are_one_sound_sampler():
+    # Both methods are the two-pass exponential race (the chunked inverse CDF
+    # misplaced mass among small outcomes in float32): same key, same draws.
+    a = draw("inverse_cdf", 7, shape=(2000,), key=5)
+    b = draw("gumbel", 7, shape=(2000,), key=5)
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
 def test_monotonic_law():
@@ -239,12 +231,13 @@ def test_memory_independent_of_num_candidates(method):
     assert huge < 10**9 // 100
 
 
-def test_inverse_cdf_memory_is_chunk_plus_draws():
+def test_memory_is_chunk_times_draws():
+    # The race keeps O(chunk x draws): a few words per (candidate, draw) of a chunk.
     chunk = 4096
     few = _temp_bytes(10**8, chunk, 16, "inverse_cdf")
-    many = _temp_bytes(10**8, chunk, 16_384, "inverse_cdf")
-    assert few <= 64 * chunk + 2**20
-    assert many <= 64 * (chunk + 16_384) + 2**20
+    many = _temp_bytes(10**8, chunk, 1024, "inverse_cdf")
+    assert few <= 16 * chunk * 16 + 2**20
+    assert many <= 16 * chunk * 1024 + 2**20
 
 
 # ----------------------------------------------------------------------------- arguments

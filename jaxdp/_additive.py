@@ -187,13 +187,49 @@ def laplace(
     (1e-19 in float64; ``SECURITY.md``): beyond that the guarantee is
     (ε, δ ≈ 1e-10)-DP.
 
+    **Finite precision.** *Granular* (``granularity=γ``): the release is the
+    exact integer ``round(f/γ) + K`` times γ; the checks make every reachable
+    grid point exactly representable (else ``ValueError``/NaN), so the only
+    losses are the adjusted ε above and the noise tail: ``K`` is a difference of
+    two ``floor(E·N/ε)`` with ``E = -log u``, ``u`` an open 32-bit uniform
+    (``E ≤ 22.9``), so the law of K is exact up to the rounding of ``E·N/ε``
+    near integer boundaries (relative ``2u``, ``u = 2**-24``, ε' ≤ ε(1 + m γ/Δ₁)
+    + 4u·22.9) and is truncated at 22.9 scales (δ' ≤ 2m·e^-22.9 ≈ 2.3e-10·m).
+    *Continuous* (default): there is **no** finite-precision bound: the
+    floating-point noise takes a data-independent set of values with gaps, and
+    Mironov's (2012) attack can read f(x) from a single release at any ε; the
+    continuous path only guarantees that **noise is never lost to rounding**:
+    where the spacing (ulp) of the output dtype at a value exceeds
+    ``NOISE_RESOLUTION = 2**-10`` of the scale b = Δ₁/ε, a concrete call raises
+    ``ValueError`` naming the value and the scale, and a traced one gives NaN
+    there with a ``checkify`` report. At that resolution the rounding of the
+    sum is at most b·2**-11 (the released noise is b·Z rounded to 1/2048 of
+    its scale, and P[release == value] ≤ 2**-11), and values computed in a
+    wider dtype and rounded on input move by at most ulp/2 ≤ b·2**-11 each, so
+    declaring Δ₁ + m·ulp/2 instead of Δ₁ (ε' ≤ ε + m·2**-11) covers that input
+    rounding. In float32 this allows |value| up to about 2**13·b; bfloat16
+    outputs (8 significant bits) only about b/8: pass ``dtype=jnp.float32``
+    for larger values, centre them, or use ``granularity=``, the documented
+    remedy, with a proven guarantee.
+
+    Pytrees: ``values`` may be a pytree of arrays (e.g. a gradient dict); the key
+    is split once into one subkey per leaf (in ``jax.tree_util`` leaf order) and
+    each leaf gets independent noise. Δ₁ is then the L1 sensitivity of all
+    leaves together. ``epsilon`` and ``sensitivity`` broadcast with every leaf.
+
     Args:
       key: a PRNG key (typed or legacy); one key per call.
       values: ``[...]`` real array f(x), finite.
       epsilon: ε > 0; number or array broadcasting with ``values``; may be traced.
       sensitivity: Δ₁ > 0, L1 sensitivity of f; same rules.
       shape: static output shape, broadcast-compatible with ``values`` (leading
-        dims are i.i.d. releases); ``None`` gives ``values``' shape.
+        dims are i.i.d. releases); ``None`` gives ``values``' shape. Must be
+        ``None`` when ``values`` is a pytree.
+      dtype: the output dtype, a floating dtype, as in :mod:`jax.random`;
+        default: each leaf's floating dtype (bfloat16 in, bfloat16 out), or the
+        compute dtype for integer values. Noise is computed in float32 (float64
+        under x64) and rounded once to ``dtype``; the resolution rule above
+        applies in ``dtype``.
       granularity: ``None`` (continuous noise) or a static Python float γ > 0
         that is a power of two: the output grid. The noise scale in grid steps,
         N/ε, must stay below 2**19 in float32 (2**48 in float64) so that every
@@ -201,12 +237,16 @@ def laplace(
         ``jax_enable_x64``, otherwise.
 
     Returns:
-      Array of ``shape`` in the compute dtype. Under tracing, invalid ε or Δ (or,
-      with ``granularity``, a noise scale over the limit) give NaN.
+      Array of ``shape`` in ``dtype`` (a pytree of such arrays for a pytree).
+      Under tracing, invalid ε or Δ, NaN or infinite values, values whose spacing
+      exceeds the resolution (or, with ``granularity``, a noise scale over the
+      limit or a grid that is not exact) give NaN; ``checkify`` reports each.
 
     Raises:
-      ValueError: ε or Δ not finite and > 0; NaN or infinite values; bad ``shape``
-        or key; ``granularity`` not a positive power of two, or too fine for the
+      ValueError: ε or Δ not finite and > 0 (in the compute dtype); NaN or
+        infinite values; a value whose spacing in ``dtype`` exceeds 2**-10 of the
+        scale (naming the value and the scale); bad ``shape``, ``dtype`` or key;
+        ``granularity`` not a positive power of two, or too fine for the
         values, ε and Δ (concrete).
 
     Examples:
@@ -500,13 +540,33 @@ def gaussian(
         - e^{\varepsilon}\,\Phi\!\left(-\frac{\Delta_2}{2\sigma}
         - \frac{\varepsilon\sigma}{\Delta_2}\right) \le \delta
 
-    found by bisection (float64 for concrete ε, δ, Δ; a fixed 100-step ``jnp``
-    bisection when they are traced, rounded up).
+    found by bisection in float64 (for traced ε, δ, Δ too) and rounded up.
 
     **Privacy.** (ε, δ)-DP for f of L2 sensitivity Δ₂ (Balle & Wang 2018, Thm 8,
     an exact characterisation, valid for every ε > 0, unlike the classical
     σ = Δ₂ √(2 ln(1.25/δ)) / ε of Dwork & Roth Thm A.1, which needs ε < 1 and
     adds more noise).
+
+    **σ is never rounded down.** Concrete and traced ε, δ, Δ use the same
+    float64 solver (traced ones through :func:`jax.pure_callback`; a float32
+    bisection was up to 1.3 % low for small ε): the upper end of a bisection
+    bracket on which the inequality holds, times ``1 + 2**-40`` for its float64
+    evaluation error, then rounded *up* into the compute dtype (one ulp up
+    whenever rounding to nearest went down). So σ ≥ the analytic minimum, and
+    the implemented σ exceeds it by at most 2**-23 (float32) relative.
+
+    **Finite precision.** The noise is Box–Muller with a 64-bit radius uniform:
+    ``|Z| ≤ 9.4``, so the truncated tail adds δ' ≤ 2Φ(-9.4) ≈ 5.5e-21 per
+    coordinate; the shape of the law inside is float32 (relative errors of a
+    few u = 2**-24 in the density away from the tail). As for continuous
+    :func:`laplace` there is **no** bound against Mironov's (2012)
+    floating-point attack (the set of reachable noise values has gaps), and
+    noise is **never lost to rounding**: where the spacing of the output dtype
+    at a value exceeds 2**-10 σ, a concrete call raises ``ValueError`` and a
+    traced one gives NaN with a ``checkify`` report. A discrete (granular)
+    Gaussian is not provided; use ``laplace(granularity=...)`` when a proven
+    finite-precision guarantee is needed. Pytrees and ``dtype`` as in
+    :func:`laplace` (Δ₂ is the L2 sensitivity of all leaves together).
 
     Args:
       key: a PRNG key (typed or legacy); one key per call.
@@ -514,14 +574,21 @@ def gaussian(
       epsilon: ε > 0; number or array broadcasting with ``values``; may be traced.
       delta: 0 < δ < 1; same rules.
       sensitivity: Δ₂ > 0, the L2 sensitivity of f; same rules.
-      shape: static output shape, broadcast-compatible with ``values``.
+      shape: static output shape, broadcast-compatible with ``values``; ``None``
+        for a pytree.
+      dtype: the output floating dtype; default: each leaf's floating dtype, or
+        the compute dtype for integer values (see :func:`laplace`).
 
     Returns:
-      Array of ``shape`` in the compute dtype. Under tracing, invalid parameters give NaN.
+      Array of ``shape`` in ``dtype`` (a pytree of them for a pytree). Under
+      tracing, invalid parameters, NaN or infinite values, and values whose
+      spacing exceeds 2**-10 σ give NaN; ``checkify`` reports each.
 
     Raises:
-      ValueError: ε or Δ not finite and > 0; δ outside (0, 1); NaN or infinite
-        values; bad ``shape`` or key.
+      ValueError: ε or Δ not finite and > 0, δ outside (0, 1) (in the compute
+        dtype); NaN or infinite values; a value whose spacing in ``dtype``
+        exceeds 2**-10 σ (naming the value and σ); bad ``shape``, ``dtype`` or
+        key.
 
     Examples:
       >>> import jax, jax.numpy as jnp, jaxdp

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from functools import partial
 
@@ -64,6 +65,17 @@ def randomized_response(
     *replacing* one person's value, and each element of ``values`` is one
     person's private report.
 
+    **Finite precision.** The keep/change coin is ``bits < T`` on 32 uniform
+    random bits with ``T`` = :func:`keep_threshold`, so P[keep] is the exact
+    dyadic ``T / 2**32``, rounded *down* from e^ε/(e^ε + k - 1) (float32 error
+    covered by a factor ``1 - 8u``, ``u = 2**-24``). The ratio that sets ε,
+    P[keep] / P[a given other category] = (k - 1) P / (1 - P), is then at most
+    e^ε exactly; the reverse ratio exceeds e^-ε by at most a factor
+    ``1 + 10ku + k 2**-31``, which stays below e^ε except for ε < 6ku. The other
+    category is ``jax.random.randint`` over k - 1 offsets, uniform up to a
+    relative bias of at most ``k 2**-32``. So each report is (ε', 0)-LDP with
+    ε' ≤ ε + 2k·2**-32 + max(0, 12ku - 2ε), δ' = 0, for every k ≤ 2**31.
+
     Args:
       key: a PRNG key (typed or legacy); one key per call.
       values: ``[...]`` integer categories in ``[0, num_categories)`` (integral
@@ -108,17 +120,34 @@ def randomized_response(
     return _rr_impl(key, values, epsilon, k=k, shape=shape)
 
 
+def keep_threshold(epsilon: Array, k: int) -> Array:
+    """uint32 T with P[keep] = T / 2**32 <= e^eps / (e^eps + k - 1), exactly.
+
+    P[keep] = 1 / (1 + m), m = (k - 1) e^-eps (never overflows), is rounded
+    *down* to a multiple of 2**-32: the float32 value carries at most 4 roundings
+    (exp, *, +, /), each of relative size u = 2**-24, so ``keep * (1 - 8u)`` is
+    below the exact value, and ``floor`` of its (exact) product with 2**32 only
+    lowers it. Drawn as ``bits < T`` from 32 uniform random bits, the implemented
+    P[keep] never exceeds the exact one ("Finite precision" in
+    :func:`randomized_response`).
+    """
+    m = (k - 1) * jnp.exp(-epsilon)
+    keep = 1 / (1 + m)
+    u = jnp.finfo(keep.dtype).eps / 2
+    keep_down = keep * (1 - 8 * u)
+    below_2_32 = float(np.nextafter(np.float32(2.0**32), np.float32(0)))
+    return jnp.minimum(jnp.floor(keep_down * 2.0**32), below_2_32).astype(jnp.uint32)
+
+
 @partial(jax.jit, static_argnames=("k", "shape"))
 def _rr_impl(key, values, epsilon, *, k, shape):
     fn = "randomized_response"
     _checks.debug_check_positive(fn, epsilon=epsilon)
     in_range = (values >= 0) & (values < k)
     checkify.debug_check(jnp.all(in_range), f"{fn}: values must be categories in [0, {k})")
-    # P[change] = (k - 1) / (e^eps + k - 1), written with e^-eps so it never overflows.
-    m = (k - 1) * jnp.exp(-epsilon)
-    p_change = jnp.broadcast_to(m / (1 + m), shape)
+    threshold = jnp.broadcast_to(keep_threshold(epsilon, k), shape)
     key_flip, key_other = jax.random.split(key)
-    change = jax.random.uniform(key_flip, shape, p_change.dtype) < p_change
+    change = jax.random.bits(key_flip, shape, jnp.uint32) >= threshold
     offset = jax.random.randint(key_other, shape, 1, k, dtype=jnp.int32)
     v = jnp.broadcast_to(values, shape)
     out = jnp.where(change, (v + offset) % k, v)
@@ -146,6 +175,13 @@ def private_mode(
     mechanism with factor ε/Δ is ε-DP (McSherry & Talwar 2007; Dwork & Roth 2014,
     §3.4).
 
+    **Finite precision.** The counts are integers, so their gaps to the row
+    maximum are exact (below 2**24 in float32; larger gaps have probability
+    below e^(-ε 2**24)); the logits ``ε·gap`` carry one rounding and the draw is
+    the categorical kernel's (``SECURITY.md``, "The categorical kernel"): each
+    draw is (ε + ε_c', δ_c')-DP with the kernel's (ε_c', δ_c') for n =
+    ``num_categories`` outcomes.
+
     Args:
       key: a PRNG key (typed or legacy); one key per call.
       values: ``[..., m]`` integer categories in ``[0, num_categories)``: each row
@@ -157,7 +193,10 @@ def private_mode(
         the batch shape.
 
     Returns:
-      int32 array of ``shape``: category ids. Under tracing, invalid ε gives -1.
+      int32 array of ``shape``: category ids; an empty batch (``values`` of shape
+      ``(0, m)``) gives an empty result, as :func:`jax.random.categorical` does.
+      Under tracing, invalid ε, or a row holding a value outside
+      ``[0, num_categories)``, gives -1 and ``checkify`` reports it.
 
     Raises:
       ValueError: ε not finite and > 0; ``num_categories`` < 2; values out of
@@ -181,17 +220,32 @@ def private_mode(
     values = _categories(values, fn, k)
     if values.ndim == 0:
         raise ValueError(f"{fn}: values must have a records axis, got a scalar")
-    counts = _counts(values, k)
+    counts, in_range = _counts(values, k)
     _, counts, epsilon, sensitivity, shape = _checks.selection_args(
         fn, key, counts, epsilon, 1.0, shape, -1
     )
-    return _exponential_impl(
+    if math.prod(shape) == 0:
+        return jnp.zeros(shape, jnp.int32)  # as jax.random.categorical on an empty batch
+    return _mode_impl(key, counts, in_range, epsilon, sensitivity, shape=shape)
+
+
+@partial(jax.jit, static_argnames=("shape",))
+def _mode_impl(key, counts, in_range, epsilon, sensitivity, *, shape):
+    checkify.debug_check(
+        jnp.all(in_range),
+        f"private_mode: values must be categories in [0, num_categories={counts.shape[-1]})",
+    )
+    idx = _exponential_impl(
         key, counts, epsilon, sensitivity, monotonic=True, shape=shape, method="auto"
     )
+    return jnp.where(jnp.broadcast_to(in_range, shape), idx, -1)
 
 
 @partial(jax.jit, static_argnames=("k",))
-def _counts(values: Array, k: int) -> Array:
+def _counts(values: Array, k: int) -> tuple[Array, Array]:
+    """Per-row category counts ``[..., k]`` and a per-row flag that every value is
+    in ``[0, k)`` (traced values outside it would be dropped by ``bincount``)."""
     flat = values.reshape((-1, values.shape[-1]))
     counts = jax.vmap(lambda v: jnp.bincount(v, length=k))(flat)
-    return counts.reshape(values.shape[:-1] + (k,))  # int: exact gaps above 2**24
+    in_range = jnp.all((values >= 0) & (values < k), axis=-1)
+    return counts.reshape(values.shape[:-1] + (k,)), in_range  # int: exact gaps above 2**24

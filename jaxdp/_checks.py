@@ -236,13 +236,22 @@ def choice(value: Any, options: Sequence[str], fn: str, name: str) -> str:
 
 
 def _concrete_params(fn: str, ok, must: str, params: dict[str, Any]) -> None:
-    """Raises for a concrete parameter whose elements fail ``ok``; tracers pass."""
+    """Raises for a concrete parameter whose elements fail ``ok``; tracers pass.
+
+    ``ok`` is applied twice: to the value in float64 (what the caller wrote) and
+    to the value rounded to the compute dtype (what the mechanism uses), so a
+    value that is fine in float64 but ``0`` or ``inf`` in float32 (``1e-300``,
+    ``1e39``) raises instead of silently turning every draw into ``-1``/NaN.
+    Subnormal values count as 0 in the compute dtype (XLA may flush them).
+    """
+    dtype = compute_dtype()
+    info = np.finfo(dtype)
     for name, value in params.items():
         if value is None:
             raise ValueError(f"{fn}: {name} is required, got None")
         if not is_concrete(value):
             continue
-        if isinstance(value, (str, bytes)):
+        if isinstance(value, (str, bytes)) or isinstance(value, (bool, np.bool_)):
             raise ValueError(f"{fn}: {name} must be a real number, got {value!r}")
         try:
             arr = np.asarray(value, dtype=np.float64)
@@ -252,21 +261,63 @@ def _concrete_params(fn: str, ok, must: str, params: dict[str, Any]) -> None:
             raise ValueError(f"{fn}: {name} must not be empty, got {_fmt(arr)}")
         if not np.all(np.isfinite(arr) & ok(arr)):
             raise ValueError(f"{fn}: {name} must be {must}, got {_fmt(value)}")
+        with np.errstate(over="ignore", under="ignore"):
+            low = arr.astype(dtype)
+        flushed = np.where(np.abs(low) < info.tiny, dtype.type(0), low)
+        good = np.isfinite(low) & ok(flushed.astype(np.float64))
+        if not np.all(good):
+            first = tuple(int(i) for i in np.argwhere(~good)[0]) if arr.ndim else ()
+            raise ValueError(
+                f"{fn}: {name} must be {must} in {dtype.name}, the dtype it is computed in; "
+                f"got {_fmt(arr[first])}, which is {_fmt(low[first])} in {dtype.name} "
+                f"(representable normal range [{info.tiny:.3g}, {info.max:.3g}]); "
+                "use jax.enable_x64() for values outside it"
+            )
 
 
 def positive(fn: str, **params: Any) -> None:
-    """Raises for a concrete parameter that is not finite and > 0 (elementwise)."""
+    """Raises for a concrete parameter that is not finite and > 0 (elementwise),
+    in float64 and in the compute dtype (see :func:`_concrete_params`)."""
     _concrete_params(fn, lambda a: a > 0, "finite and > 0", params)
 
 
 def unit_interval_open(fn: str, **params: Any) -> None:
-    """Raises for a concrete parameter outside the open interval (0, 1)."""
+    """Raises for a concrete parameter outside the open interval (0, 1), in float64
+    and in the compute dtype."""
     _concrete_params(fn, lambda a: (a > 0) & (a < 1), "in the open interval (0, 1)", params)
 
 
+def boolean(value: Any, fn: str, name: str) -> bool:
+    """A static flag: Python ``bool`` or NumPy ``bool_`` (also a concrete 0-d bool
+    array); returns a Python bool.
+
+    Anything else raises :class:`ValueError`: a string such as ``"False"`` (from
+    a config file) is truthy and would silently double the privacy loss of
+    ``monotonic``; ints ``0``/``1`` are refused as well, so a flag that changes
+    the privacy guarantee is always written as a boolean; a traced value cannot
+    choose a static code path.
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if (
+        is_concrete(value)
+        and hasattr(value, "dtype")
+        and hasattr(value, "shape")
+        and getattr(value, "shape", None) == ()
+        and np.dtype(value.dtype) == np.bool_
+    ):
+        return bool(value)
+    raise ValueError(f"{fn}: {name} must be a bool (True or False), got {value!r}")
+
+
 def positive_ok(x: Array) -> Array:
-    """Traced predicate: every element finite and > 0."""
-    return jnp.all(jnp.isfinite(x) & (x > 0))
+    """Traced predicate: every element finite and > 0 (for floats: a normal number,
+    since XLA may flush subnormals to 0)."""
+    x = jnp.asarray(x)
+    ok = jnp.isfinite(x) & (x > 0)
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        ok = ok & (x >= jnp.finfo(x.dtype).tiny)
+    return jnp.all(ok)
 
 
 def debug_check_positive(fn: str, **params: Array) -> None:

@@ -63,6 +63,7 @@ bid by at most ``n`` per unit, but jumps down to its right) needs a grid point
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
@@ -175,15 +176,27 @@ def _pair(value: Any, fn: str, name: str) -> Array:
             raise ValueError(f"{fn}: {name} must be finite, got {_fmt(arr)}")
         if not lo < hi:
             raise ValueError(f"{fn}: {name} must have lo < hi, got lo={lo!r}, hi={hi!r}")
+        _span_fits(fn, name, arr[0], arr[1])
     return arr
 
 
+def _span_fits(fn: str, name: str, lo: Any, hi: Any) -> None:
+    """Raises when ``hi - lo`` overflows the compute dtype (interval widths would be inf)."""
+    dtype = _checks.compute_dtype()
+    with np.errstate(over="ignore"):
+        span = np.asarray(hi, dtype) - np.asarray(lo, dtype)
+    if not np.all(np.isfinite(span)):
+        raise ValueError(
+            f"{fn}: {name} spans {_fmt(lo)} to {_fmt(hi)}, whose width overflows "
+            f"{np.dtype(dtype).name}; use a narrower interval (or jax.enable_x64())"
+        )
+
+
 def _data_array(x: ArrayLike, fn: str, name: str) -> Array:
+    """Data ``[..., n]``; ``n = 0`` (an empty dataset) is valid data, never an error."""
     arr = _checks.float_array(x, fn, name, allow_neg_inf=False)
     if arr.ndim == 0:
         raise ValueError(f"{fn}: {name} must be an array [..., n], got a scalar {_fmt(arr)}")
-    if arr.shape[-1] == 0:
-        raise ValueError(f"{fn}: {name} must not be empty, got shape {arr.shape}")
     return arr
 
 
@@ -238,6 +251,21 @@ def exponential_piecewise(
     the factor ε/Δ keeps ε-DP. The edges are the range of the mechanism: they
     must not depend on the data except through a utility of sensitivity Δ.
 
+    **Finite precision.** The interval is drawn by the categorical kernel
+    (``SECURITY.md``, "The categorical kernel"), adding its (ε_c', δ_c'). The
+    m log-masses ``U_j + log w_j + ψ(y_j) - top`` are computed in float32 with
+    unit roundoff ``u = 2**-24``: intervals whose log-mass is below ``-50`` (of
+    total mass at most ``m e^-50``) go to δ', and every other one carries a
+    relative error of at most ``4 u Λ``, Λ ≤ 50 + max |log w_j / w_top| + |ψ|
+    the size of its terms, so each outcome's probability is off by at most a
+    factor ``e^(8 u Λ)`` on each of two neighbours. The in-interval inverse CDF
+    ``f = -log1p(v expm1(-y)) / y`` of an open 32-bit uniform is within a
+    factor ``e^(2u)`` of its exact density on the float grid of the interval
+    (rounding to that grid is a post-processing). So each draw is (ε', δ')-DP
+    with ε' ≤ ε + ε_c' + 16uΛ + 4u and δ' ≤ δ_c' + m e^-50 (float32: for
+    Λ ≤ 10, 16uΛ ≤ 1e-5; for widths spanning 1e±20, Λ ≈ 140 and 16uΛ ≈ 1.3e-4,
+    over the 1e-5 target: use ``jax.enable_x64()``, where u = 2**-53).
+
     Args:
       key: a PRNG key (typed or legacy); one key per call.
       edges: ``[..., m+1]`` real, finite and non-decreasing along the last axis,
@@ -249,7 +277,8 @@ def exponential_piecewise(
       epsilon: ε > 0, number or array broadcasting with the batch shape; may be
         traced (``vmap`` over an ε grid compiles once).
       sensitivity: Δ > 0, same rules.
-      monotonic: static bool; see **Privacy**.
+      monotonic: static bool (``True``/``False`` or a NumPy bool; strings and
+        ints raise); see **Privacy**.
       shape: static draw shape as in :func:`jax.random.categorical`: it ends with
         dims the batch shape broadcasts to; leading dims are i.i.d. draws.
 
@@ -264,8 +293,11 @@ def exponential_piecewise(
       ValueError: for fewer than 2 edges; mismatched lengths of edges (m+1),
         intercepts (m) and slopes (m); non-finite or unsorted edges, or
         ``edges[-1] <= edges[0]``; NaN or +inf intercepts; non-finite slopes; no
-        interval of positive width with a finite intercept; a concrete ε or Δ not
-        finite and > 0; a bad ``shape``; a batched key.
+        interval of positive width with a finite intercept; edges whose span
+        ``edges[-1] - edges[0]`` overflows the compute dtype, or a utility that
+        overflows at an edge (e.g. edges (-3e38, 3e38) in float32); a concrete ε
+        or Δ not finite and > 0 in the compute dtype; ``monotonic`` not a bool; a
+        bad ``shape``; a batched key.
 
     Examples:
       >>> import jax, jax.numpy as jnp, jaxdp
@@ -289,6 +321,7 @@ def exponential_piecewise(
     """
     fn = "exponential_piecewise"
     key = _checks.single_key(key, fn)
+    monotonic = _checks.boolean(monotonic, fn, "monotonic")
     _checks.positive(fn, epsilon=epsilon, sensitivity=sensitivity)
     edges = _checks.float_array(edges, fn, "edges", allow_neg_inf=False)
     intercepts = _checks.float_array(intercepts, fn, "intercepts")
@@ -307,7 +340,8 @@ def exponential_piecewise(
         )
     if _checks.is_concrete(edges):
         e = np.asarray(edges)
-        steps = np.diff(e, axis=-1)
+        with np.errstate(over="ignore"):
+            steps = np.diff(e, axis=-1)
         if np.any(steps < 0):
             pos = tuple(int(i) for i in np.argwhere(steps < 0)[0])
             nxt = pos[:-1] + (pos[-1] + 1,)
@@ -320,6 +354,16 @@ def exponential_piecewise(
                 f"{fn}: edges must span an interval of positive length, got edges[0]="
                 f"{_fmt(e[..., 0])} and edges[-1]={_fmt(e[..., -1])}"
             )
+        _span_fits(fn, "edges", e[..., 0], e[..., -1])
+        if _checks.is_concrete(intercepts) and _checks.is_concrete(slopes):
+            with np.errstate(over="ignore", invalid="ignore"):
+                c, m = np.asarray(intercepts), np.asarray(slopes)
+                ends = np.stack([c + m * e[..., :-1], c + m * e[..., 1:]])
+            if np.any(np.isnan(ends) | (ends == np.inf)):
+                raise ValueError(
+                    f"{fn}: the utility intercepts + slopes * edges overflows (or is NaN) at "
+                    f"an edge of {np.dtype(ends.dtype).name}; rescale the utility or the edges"
+                )
         if _checks.is_concrete(intercepts):
             usable = (steps > 0) & (np.asarray(intercepts) > -np.inf)
             if np.any(~np.any(usable, axis=-1)):
@@ -341,7 +385,7 @@ def exponential_piecewise(
     )
     shape = _checks.draw_shape(shape, batch, fn)
     return _piecewise_impl(
-        key, edges, intercepts, slopes, epsilon, sensitivity, monotonic=bool(monotonic), shape=shape
+        key, edges, intercepts, slopes, epsilon, sensitivity, monotonic=monotonic, shape=shape
     )
 
 
@@ -374,10 +418,13 @@ def _piecewise_impl(key, edges, intercepts, slopes, epsilon, sensitivity, *, mon
     draws, has_mass = _sample_rows(key, e, upper, drop, m > 0, num_lead)
 
     edges_ok = jnp.all(jnp.isfinite(e), axis=-1) & jnp.all(width >= 0, axis=-1)
-    edges_ok = edges_ok & (e[:, -1] > e[:, 0])
+    edges_ok = edges_ok & (e[:, -1] > e[:, 0]) & jnp.isfinite(e[:, -1] - e[:, 0])
     lines_ok = ~jnp.any(jnp.isnan(c) | (c == jnp.inf), axis=-1) & jnp.all(jnp.isfinite(m), -1)
     lines_ok = lines_ok & ~jnp.any(jnp.isnan(u_top) | (u_top == jnp.inf), axis=-1)
-    checkify.debug_check(jnp.all(edges_ok), f"{fn}: edges must be finite and non-decreasing")
+    checkify.debug_check(
+        jnp.all(edges_ok),
+        f"{fn}: edges must be finite and non-decreasing, with a width that does not overflow",
+    )
     checkify.debug_check(
         jnp.all(lines_ok), f"{fn}: intercepts must not be NaN or +inf; slopes must be finite"
     )
@@ -396,8 +443,9 @@ def private_price(
     bids: ArrayLike,
     *,
     epsilon: ArrayLike,
-    price_range: tuple[float, float] | ArrayLike,
+    bounds: tuple[float, float] | ArrayLike | None = None,
     shape: Sequence[int] | None = None,
+    price_range: tuple[float, float] | ArrayLike | None = None,
 ) -> Array:
     r"""Posts a private price for a digital-goods auction, sampled exactly.
 
@@ -408,34 +456,54 @@ def private_price(
         \mathrm{rev}(\text{price}) = \text{price}\cdot\#\{i: b_i \ge \text{price}\},
         \quad \text{price} \in [\underline p, \bar p]
 
-    with ``price_range`` = :math:`(\underline p, \bar p)`. Revenue is linear
+    with ``bounds`` = :math:`(\underline p, \bar p)`. Revenue is linear
     between consecutive sorted bids (the count is constant there), so this is
     :func:`exponential_piecewise` on the edges ``[lo, sorted bids, hi]`` with
     slope = count: exact, with no grid. Cost: one sort, O(n log n), then O(log n)
     per draw.
 
+    **Bids outside the bounds are data, not errors.** Every bid ``b >= 0`` is in
+    the data domain, and none raises (an error that depends on one bid would be
+    an output its neighbour never produces). Bids are clipped to ``bounds``,
+    which leaves the revenue on ``[lo, hi]`` unchanged: a bid above ``hi`` is
+    ``>= p`` for every posted price, exactly as a bid at ``hi``; a bid below
+    ``lo`` counts for no price above ``lo``, exactly as a bid at ``lo`` (they
+    differ only at the single price ``lo``, a set of measure 0). An empty
+    auction (n = 0) has revenue 0 everywhere: the price is uniform on ``bounds``.
+
     **Privacy.** Adding or removing one bidder changes the revenue at price p by
-    at most p ≤ :math:`\bar p`, so Δ = ``price_range[1]`` and each draw is ε-DP
-    (McSherry & Talwar 2007, §4 and Thm 6). ``price_range`` must be public
-    (fixed before seeing the bids).
+    at most p ≤ :math:`\bar p`, so Δ = ``bounds[1]`` and each draw is ε-DP
+    (McSherry & Talwar 2007, §4 and Thm 6). ``bounds`` must be public (fixed
+    before seeing the bids).
+
+    **Finite precision.** As :func:`exponential_piecewise`: the interval is drawn
+    by the categorical kernel (``SECURITY.md``, "The categorical kernel"), adding
+    its (ε_c', δ_c'); the float32 log-masses (n + 1 intervals) add
+    ``16 u Λ`` to ε' and ``(n + 1) e^-50`` to δ', and the in-interval inverse CDF
+    ``2 u`` more per interval plus its rounding to the float grid (a
+    post-processing), with ``u = 2**-24`` and Λ ≤ 50 + |log(width ratios)| the
+    size of the log-mass terms (derivation in ``SECURITY.md``, "Continuous
+    mechanisms"). So ε' ≤ ε + ε_c' + 16uΛ + 4u and δ' ≤ δ_c' + (n + 1)e^-50.
 
     Args:
       key: a PRNG key (typed or legacy); one key per call.
-      bids: ``[..., n]`` real, finite bids inside ``price_range``; ``n >= 1``.
-        Leading dims are a batch of auctions. Traced or concrete.
+      bids: ``[..., n]`` real, finite bids (``n >= 0``); values outside ``bounds``
+        are clipped to them. Leading dims are a batch of auctions. Traced or
+        concrete.
       epsilon: ε > 0, number or array broadcasting with the batch shape; may be
         traced.
-      price_range: the pair ``(lo, hi)``, finite, ``0 <= lo < hi``.
+      bounds: the public pair ``(lo, hi)`` of prices, finite, ``0 <= lo < hi``.
       shape: static draw shape as in :func:`jax.random.categorical`.
+      price_range: deprecated name of ``bounds`` (a ``DeprecationWarning``).
 
     Returns:
       Float prices (float32, float64 under x64) of ``shape`` in ``[lo, hi]``.
-      Under tracing, invalid rows (bids outside the range or not finite, a bad
-      range, ε not finite and > 0) give NaN; ``checkify`` reports why.
+      Under tracing, invalid rows (NaN or infinite bids, a bad range, ε not
+      finite and > 0) give NaN; ``checkify`` reports why.
 
     Raises:
-      ValueError: for empty bids; NaN or infinite bids; bids outside
-        ``price_range``; a ``price_range`` that is not a finite pair with
+      ValueError: for NaN or infinite bids; ``bounds`` missing, given twice (as
+        ``bounds`` and ``price_range``), or not a finite pair with
         ``0 <= lo < hi``; a concrete ε not finite and > 0; a bad ``shape``; a
         batched key.
 
@@ -443,7 +511,7 @@ def private_price(
       >>> import jax, jax.numpy as jnp, jaxdp
       >>> bids = jnp.array([1.0, 1.0, 1.0, 3.01])
       >>> p = jaxdp.private_price(jax.random.key(0), bids, epsilon=1.0,
-      ...                         price_range=(0.0, 3.5), shape=(10**5,))
+      ...                         bounds=(0.0, 3.5), shape=(10**5,))
       >>> p.shape, p.dtype, bool(((p >= 0) & (p <= 3.5)).all())
       ((100000,), dtype('float32'), True)
 
@@ -453,42 +521,49 @@ def private_price(
     """
     fn = "private_price"
     key = _checks.single_key(key, fn)
+    if price_range is not None:
+        if bounds is not None:
+            raise ValueError(
+                f"{fn}: pass the price interval once, as bounds=; got both bounds={bounds!r} "
+                f"and the deprecated price_range={price_range!r}"
+            )
+        warnings.warn(
+            f"{fn}: price_range= is deprecated; use bounds= (the same pair (lo, hi))",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        bounds = price_range
+    if bounds is None:
+        raise ValueError(f"{fn}: bounds (lo, hi), the public price interval, is required")
     _checks.positive(fn, epsilon=epsilon)
-    price_range = _pair(price_range, fn, "price_range")
+    bounds = _pair(bounds, fn, "bounds")
     bids = _data_array(bids, fn, "bids")
-    if _checks.is_concrete(price_range):
-        lo, hi = (float(x) for x in np.asarray(price_range, np.float64))
+    if _checks.is_concrete(bounds):
+        lo = float(np.asarray(bounds, np.float64)[0])
         if lo < 0:
-            raise ValueError(f"{fn}: price_range must have lo >= 0, got lo={lo!r}")
-        if _checks.is_concrete(bids):
-            b = np.asarray(bids, np.float64)
-            outside = (b < lo) | (b > hi)
-            if np.any(outside):
-                pos = tuple(int(i) for i in np.argwhere(outside)[0])
-                raise ValueError(
-                    f"{fn}: bids must lie inside price_range [{lo!r}, {hi!r}]; found "
-                    f"bids[{', '.join(map(str, pos))}]={b[pos]!r}"
-                )
+            raise ValueError(f"{fn}: bounds must have lo >= 0, got lo={lo!r}")
     dtype = _checks.compute_dtype()
     epsilon = jnp.asarray(epsilon, dtype)
     batch = _batch(fn, "bids and epsilon", bids=bids.shape[:-1], epsilon=epsilon.shape)
     shape = _checks.draw_shape(shape, batch, fn)
-    return _price_impl(key, bids, price_range, epsilon, shape=shape)
+    return _price_impl(key, bids, bounds, epsilon, shape=shape)
 
 
 @partial(jax.jit, static_argnames=("shape",))
-def _price_impl(key, bids, price_range, epsilon, *, shape):
+def _price_impl(key, bids, bounds, epsilon, *, shape):
     fn = "private_price"
     _checks.debug_check_positive(fn, epsilon=epsilon)
-    lo, hi = price_range[0], price_range[1]
+    lo, hi = bounds[0], bounds[1]
     range_ok = jnp.isfinite(lo) & jnp.isfinite(hi) & (lo >= 0) & (lo < hi)
-    bids_ok = jnp.all(jnp.isfinite(bids) & (bids >= lo) & (bids <= hi), axis=-1)
-    checkify.debug_check(range_ok, f"{fn}: price_range must be finite with 0 <= lo < hi")
-    checkify.debug_check(jnp.all(bids_ok), f"{fn}: bids must be finite and inside price_range")
+    range_ok = range_ok & jnp.isfinite(hi - lo)
+    bids_ok = jnp.all(jnp.isfinite(bids), axis=-1)
+    checkify.debug_check(range_ok, f"{fn}: bounds must be finite with 0 <= lo < hi")
+    checkify.debug_check(jnp.all(bids_ok), f"{fn}: bids must be finite")
     n = bids.shape[-1]
     batch = _kernels.broadcast_batch(bids.shape[:-1], epsilon.shape)
     num_lead, tail = _kernels.split_shape(shape, batch)
     rows = math.prod(tail)
+    # Clipping keeps the revenue on [lo, hi]: see the docstring.
     ordered = jnp.sort(jnp.clip(bids, lo, hi), axis=-1)
     ordered = _flat(ordered, tail, rows)
     ends = jnp.broadcast_to(lo, (rows, 1)), jnp.broadcast_to(hi, (rows, 1))
@@ -524,24 +599,43 @@ def private_quantile(
 
     .. math::
 
-        p(r) \propto \exp\Big(-\frac{\varepsilon}{2}\,
+        p(r) \propto \exp\Big(-\frac{\varepsilon}{2\max(q, 1-q)}\,
             \big|\#\{i: x_i < r\} - q n\big|\Big),\quad r \in [a, b],
 
     which is constant on each :math:`[x_{(j)}, x_{(j+1)})` (count = j). So an
-    interval is drawn with probability ∝ its length × exp(-ε|j - qn|/2) and the
-    release is uniform inside it (Smith 2011). Exact, no grid: one sort, O(n log
-    n), then O(log n) per draw. Ties give zero-length intervals (mass 0, kept in
-    log space as -inf), so 1e6 integer-valued points are fine.
+    interval is drawn with probability ∝ its length × exp(-ε|j - qn| / (2
+    max(q, 1-q))) and the release is uniform inside it (Smith 2011). Exact, no
+    grid: one sort, O(n log n), then O(log n) per draw. Ties give zero-length
+    intervals (mass 0, kept in log space as -inf), so 1e6 integer-valued points
+    are fine. Empty data (n = 0) has utility 0 everywhere: the release is uniform
+    on ``bounds``, as in dp_multiq and OpenDP (an empty dataset is data, and its
+    neighbours are the one-record datasets: it must not raise).
 
-    **Privacy.** Adding or removing one record changes ``#{x_i < r}`` by 0 or 1
-    and ``q n`` by q, so the utility changes by at most max(q, 1 - q) <= 1: Δ = 1
-    and each draw is ε-DP (Smith 2011; McSherry & Talwar 2007, Thm 6). Clipping
-    is a per-record map with public bounds, so it costs no privacy. ``bounds``
-    must be public.
+    **Privacy.** The sensitivity is max(q, 1 - q), not 1. Add one record x to a
+    dataset of n records: for r > x the count ``#{x_i < r}`` grows by 1 and qn
+    by q, so ``count - qn`` moves by 1 - q; for r <= x the count is unchanged and
+    ``count - qn`` moves by -q. By the reverse triangle inequality the utility
+    ``-|count - qn|`` moves by at most max(q, 1 - q) at every r, and removing a
+    record is the same change reversed. So the exponential mechanism with the
+    factor ε / (2 max(q, 1 - q)) is ε-DP (McSherry & Talwar 2007, Thm 6, with
+    Lebesgue base measure on ``[a, b]``; Smith 2011; OpenDP uses the same
+    bound). The utility is not monotonic (it moves up for some r and down for
+    others), so the factor 2 stays. At q = 1/2 this is ε·|count - n/2|, twice
+    as sharp as the Δ = 1 form. Clipping is a per-record map with public bounds,
+    so it costs no privacy. ``bounds`` must be public.
+
+    **Finite precision.** As :func:`exponential_piecewise`: the interval is drawn
+    by the categorical kernel (``SECURITY.md``, "The categorical kernel"), adding
+    its (ε_c', δ_c'); the float32 log-masses (n + 1 intervals) add ``16 u Λ`` to
+    ε' and ``(n + 1) e^-50`` to δ' (``u = 2**-24``, Λ ≤ 50 + |log(width ratios)|);
+    the point inside an interval is uniform (a float32 affine map of an open
+    uniform, a post-processing of the interval up to its rounding to the float
+    grid). So ε' ≤ ε + ε_c' + 16uΛ and δ' ≤ δ_c' + (n + 1)e^-50 (derivation in
+    ``SECURITY.md``, "Continuous mechanisms").
 
     Args:
       key: a PRNG key (typed or legacy); one key per call.
-      data: ``[..., n]`` real and finite, ``n >= 1``. Values outside ``bounds`` are
+      data: ``[..., n]`` real and finite, ``n >= 0``. Values outside ``bounds`` are
         **clipped** to them (as in Smith 2011), not rejected. Leading dims are a
         batch of datasets. Traced or concrete.
       q: the quantile in ``[0, 1]``; number or array broadcasting with the batch
@@ -557,9 +651,10 @@ def private_quantile(
       ``bounds``, ε not finite and > 0) give NaN; ``checkify`` reports why.
 
     Raises:
-      ValueError: for empty data; NaN or infinite data; q outside [0, 1] or not
-        finite; ``bounds`` not a finite pair with ``lo < hi``; a concrete ε not
-        finite and > 0; a bad ``shape``; a batched key.
+      ValueError: for NaN or infinite data; q outside [0, 1] or not finite;
+        ``bounds`` not a finite pair with ``lo < hi`` (or whose width overflows);
+        a concrete ε not finite and > 0; a bad ``shape``; a batched key. Never
+        for data values inside the domain (any finite value, any n >= 0).
 
     Examples:
       >>> import jax, jax.numpy as jnp, jaxdp
@@ -599,7 +694,7 @@ def _quantile_impl(key, data, q, bounds, epsilon, *, shape):
     fn = "private_quantile"
     _checks.debug_check_positive(fn, epsilon=epsilon)
     lo, hi = bounds[0], bounds[1]
-    bounds_ok = jnp.isfinite(lo) & jnp.isfinite(hi) & (lo < hi)
+    bounds_ok = jnp.isfinite(lo) & jnp.isfinite(hi) & (lo < hi) & jnp.isfinite(hi - lo)
     data_ok = jnp.all(jnp.isfinite(data), axis=-1)
     q_ok = jnp.isfinite(q) & (q >= 0) & (q <= 1)
     checkify.debug_check(bounds_ok, f"{fn}: bounds must be finite with lo < hi")
@@ -614,7 +709,8 @@ def _quantile_impl(key, data, q, bounds, epsilon, *, shape):
     e = jnp.concatenate([ends[0], ordered, ends[1]], axis=-1)
     target = _flat_batch(q * n, tail, rows)
     utility = -jnp.abs(jnp.arange(n + 1, dtype=e.dtype)[None, :] - target[:, None])
-    scale = _flat_batch(epsilon / 2, tail, rows)
+    # Sensitivity max(q, 1 - q) (docstring); >= 1/2, so no division by 0.
+    scale = _flat_batch(epsilon / (2 * jnp.maximum(q, 1 - q)), tail, rows)
     upper = _shifted(utility, jnp.max(utility, axis=-1), scale)
     zeros = jnp.zeros_like(upper)
     draws, has_mass = _sample_rows(key, e, upper, zeros, zeros > 0, num_lead)

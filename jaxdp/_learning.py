@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import jax.numpy as jnp
@@ -37,6 +38,13 @@ def select_hypothesis(
     Kasiviswanathan et al. 2011, whose excess error is
     O((log|H| + log(1/β)) / (εn)) with probability 1 - β).
 
+    **Finite precision.** The scores are the integer error counts (exact; the
+    form -errors with Δ = 1 gives the same logits as -errors/n with Δ = 1/n
+    without rounding 1/n), so the logits ``ε/2·gap`` carry one rounding and the
+    draw is the categorical kernel's (``SECURITY.md``, "The categorical
+    kernel"): each draw is (ε + ε_c', δ_c')-DP with the kernel's (ε_c', δ_c')
+    for H outcomes.
+
     Args:
       key: a PRNG key (typed or legacy); one key per call.
       predictions: ``[..., H, n]`` predictions of H hypotheses on n examples.
@@ -46,7 +54,8 @@ def select_hypothesis(
         the batch shape ``predictions.shape[:-2]``.
 
     Returns:
-      int32 array of ``shape``: indices of hypotheses. Under tracing, invalid ε gives -1.
+      int32 array of ``shape``: indices of hypotheses (empty for an empty batch,
+      as :func:`jax.random.categorical`). Under tracing, invalid ε gives -1.
 
     Raises:
       ValueError: ε not finite and > 0; ``predictions`` not at least 2-d; the
@@ -102,6 +111,8 @@ def select_hypothesis(
     _, scores, epsilon, sensitivity, shape = _checks.selection_args(
         fn, key, -errors, epsilon, 1.0, shape, -1
     )
+    if math.prod(shape) == 0:
+        return jnp.zeros(shape, jnp.int32)  # as jax.random.categorical on an empty batch
     return _exponential_impl(
         key, scores, epsilon, sensitivity, monotonic=False, shape=shape, method="auto"
     )

@@ -83,3 +83,166 @@ def test_gaussian_vmap_over_epsilon():
     for i, e in enumerate([0.5, 1.0, 2.0]):
         sigma = analytic_gaussian_sigma(e, 1e-5, 1.0)
         assert_matches_cdf(out[i], scipy.stats.norm(scale=sigma).cdf)
+
+
+# ----------------------------------------------------------------------------- finite precision
+
+from jax.experimental import checkify  # noqa: E402
+
+from jaxdp._additive import _analytic_sigma_traced, _sigma_up  # noqa: E402
+
+
+@pytest.mark.parametrize("fn", ["laplace", "gaussian"])
+def test_noise_lost_to_rounding_raises_naming_value_and_scale(fn):
+    kw = dict(epsilon=1.1, sensitivity=1.0) | ({"delta": 1e-5} if fn == "gaussian" else {})
+    f = getattr(jaxdp, fn)
+    with pytest.raises(ValueError, match=r"values = 999999995904\.0 .*spacing 65536\.0.*noise"):
+        f(jax.random.key(0), jnp.float32(1e12), shape=(5,), **kw)
+    # traced: NaN there, and checkify reports it
+    checked = checkify.checkify(
+        jax.jit(lambda v: f(jax.random.key(0), v, **kw)), errors=checkify.user_checks
+    )
+    err, out = checked(jnp.array([1e12, 3.0]))
+    assert "spacing" in str(err.get())
+    assert np.isnan(out[0]) and np.isfinite(out[1])
+    err, out = checked(jnp.array([jnp.nan, 3.0]))  # a traced NaN value is reported too
+    assert "values must be finite" in str(err.get()) and np.isnan(out[0])
+
+
+def test_laplace_large_but_resolved_value_keeps_its_law():
+    # 4000 with scale 1: float32 spacing 2**-12 <= 2**-10: computed, with the right law
+    out = jaxdp.laplace(
+        jax.random.key(5), jnp.float32(4000.0), epsilon=1.0, sensitivity=1.0, shape=(N,)
+    )
+    assert_matches_cdf(out, scipy.stats.laplace(loc=4000.0, scale=1.0).cdf)
+    with pytest.raises(AssertionError):
+        assert_matches_cdf(out, scipy.stats.laplace(loc=4000.0, scale=1.05).cdf)
+    with pytest.raises(ValueError, match="lost to rounding"):  # 2**14: spacing 2**-9 > 2**-10
+        jaxdp.laplace(jax.random.key(5), jnp.float32(2.0**14), epsilon=1.0, sensitivity=1.0)
+
+
+def test_granular_grid_must_be_exact():
+    with pytest.raises(ValueError, match="lost to rounding"):
+        jaxdp.laplace(
+            jax.random.key(0), jnp.float32(3e5), epsilon=1.0, sensitivity=1.0, granularity=2.0**-8
+        )
+    y = jaxdp.laplace(
+        jax.random.key(0),
+        jnp.float32(3e5),
+        epsilon=1.0,
+        sensitivity=1.0,
+        granularity=2.0**-2,
+        shape=(1000,),
+    )
+    assert np.all(np.asarray(y) * 4 == np.round(np.asarray(y) * 4))
+    assert len(np.unique(np.asarray(y))) > 10  # the noise is there
+
+
+EPS_GRID = [0.01, 0.1, 0.5, 1.0, 3.0, 10.0]
+DELTA_GRID = [1e-12, 1e-8, 1e-5, 1e-3, 0.1]
+
+
+def test_gaussian_traced_sigma_never_below_analytic_minimum():
+    e, d = np.meshgrid(EPS_GRID, DELTA_GRID, indexing="ij")
+    e32, d32 = np.float32(e.ravel()), np.float32(d.ravel())
+    for sens in (0.5, 1.0, 7.0):
+        traced = jax.jit(
+            jax.vmap(lambda a, b, s=sens: _analytic_sigma_traced(a, b, jnp.float32(s)))
+        )(jnp.asarray(e32), jnp.asarray(d32))
+        traced = np.asarray(traced, np.float64)
+        exact = np.array(
+            [
+                analytic_gaussian_sigma(float(a), float(b), sens)
+                for a, b in zip(e32, d32, strict=True)
+            ]
+        )
+        assert np.all(traced >= exact), np.min(traced / exact - 1)
+        assert np.all(traced <= exact * (1 + 2.0**-21))
+        concrete = _sigma_up(e32, d32, sens, np.float32).astype(np.float64)
+        np.testing.assert_array_equal(concrete, traced)  # identical paths
+    # and a deliberately rounded-to-nearest sigma is caught by the same check
+    nearest = np.float32(exact).astype(np.float64)
+    assert np.any(nearest < exact)
+
+
+def test_gaussian_small_epsilon_traced_matches_law():
+    # small epsilon: where the float32 bisection used to come out ~1% low
+    eps, delta = 0.002, 1e-20
+    f = jax.jit(
+        lambda e: jaxdp.gaussian(
+            jax.random.key(6), jnp.zeros(()), epsilon=e, delta=delta, sensitivity=1.0, shape=(N,)
+        )
+    )
+    out = f(eps)
+    sigma = jaxdp_sigma(float(np.float32(eps)), float(np.float32(delta)), 1.0)
+    assert_matches_cdf(out, scipy.stats.norm(scale=sigma).cdf)
+    with pytest.raises(AssertionError):
+        assert_matches_cdf(out, scipy.stats.norm(scale=0.97 * sigma).cdf)
+
+
+# ----------------------------------------------------------------------------- pytrees, dtype
+
+
+def test_pytree_noise_per_leaf_with_split_keys():
+    key = jax.random.key(7)
+    tree = {"a": jnp.zeros((N,)), "b": (jnp.ones((N // 2,)), jnp.full((3,), 2.0))}
+    out = jaxdp.laplace(key, tree, epsilon=1.0, sensitivity=2.0)
+    assert jax.tree_util.tree_structure(out) == jax.tree_util.tree_structure(tree)
+    keys = jax.random.split(key, 3)
+    leaves = jax.tree_util.tree_leaves(tree)
+    for k, leaf, got in zip(keys, leaves, jax.tree_util.tree_leaves(out), strict=True):
+        want = jaxdp.laplace(k, leaf, epsilon=1.0, sensitivity=2.0)
+        np.testing.assert_array_equal(got, want)
+    assert_matches_cdf(out["a"], scipy.stats.laplace(scale=2.0).cdf)
+    assert_matches_cdf(out["b"][0], scipy.stats.laplace(loc=1.0, scale=2.0).cdf)
+    with pytest.raises(AssertionError):
+        assert_matches_cdf(out["a"], scipy.stats.laplace(scale=2.1).cdf)
+    jitted = jax.jit(lambda t: jaxdp.laplace(key, t, epsilon=1.0, sensitivity=2.0))(tree)
+    np.testing.assert_array_equal(jitted["a"], out["a"])
+    g = jaxdp.gaussian(key, tree, epsilon=1.0, delta=1e-5, sensitivity=1.0)
+    sigma = analytic_gaussian_sigma(1.0, 1e-5, 1.0)
+    assert_matches_cdf(g["a"], scipy.stats.norm(scale=sigma).cdf)
+    with pytest.raises(ValueError, match="shape must be None"):
+        jaxdp.laplace(key, tree, epsilon=1.0, sensitivity=1.0, shape=(2,))
+
+
+def test_dtype_follows_input_and_can_be_overridden():
+    key = jax.random.key(8)
+    bf = jnp.zeros((N,), jnp.bfloat16)
+    out = jaxdp.laplace(key, bf, epsilon=1.0, sensitivity=1.0)
+    assert out.dtype == jnp.bfloat16
+    # bfloat16 rounding of Lap(1): compare with the exact law rounded to bfloat16 cells
+    x = np.asarray(out, np.float64)
+    grid = np.unique(x)
+    probs = np.diff(
+        scipy.stats.laplace.cdf(np.concatenate([[-np.inf], (grid[1:] + grid[:-1]) / 2, [np.inf]]))
+    )
+    from laws import assert_matches_law
+
+    assert_matches_law(np.searchsorted(grid, x), probs)
+    with pytest.raises(AssertionError):
+        wrong = np.diff(
+            scipy.stats.laplace(scale=1.1).cdf(
+                np.concatenate([[-np.inf], (grid[1:] + grid[:-1]) / 2, [np.inf]])
+            )
+        )
+        assert_matches_law(np.searchsorted(grid, x), wrong)
+    assert jaxdp.laplace(key, bf, epsilon=1.0, sensitivity=1.0, dtype=jnp.float32).dtype == (
+        jnp.float32
+    )
+    assert jaxdp.laplace(key, jnp.arange(3), epsilon=1.0, sensitivity=1.0).dtype == jnp.float32
+    assert (
+        jaxdp.gaussian(
+            key, jnp.zeros(2, jnp.float16), epsilon=1.0, delta=1e-5, sensitivity=1.0
+        ).dtype
+        == jnp.float16
+    )
+    # bfloat16 has 8 significant bits: a value of 1 with scale 1 would lose the noise
+    with pytest.raises(ValueError, match="bfloat16 spacing"):
+        jaxdp.laplace(key, jnp.ones(2, jnp.bfloat16), epsilon=1.0, sensitivity=1.0)
+    ok = jaxdp.laplace(
+        key, jnp.ones(2, jnp.bfloat16), epsilon=1.0, sensitivity=1.0, dtype=jnp.float32
+    )
+    assert ok.dtype == jnp.float32
+    with pytest.raises(ValueError, match="dtype must be a floating dtype"):
+        jaxdp.laplace(key, bf, epsilon=1.0, sensitivity=1.0, dtype=jnp.int32)

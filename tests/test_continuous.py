@@ -101,7 +101,8 @@ def quantile_cdf(data, q, lo, hi, epsilon):
     n = len(x)
     edges = np.concatenate([[lo], x, [hi]])
     utility = -np.abs(np.arange(n + 1) - q * n)
-    return piecewise_constant_cdf(edges, epsilon / 2 * utility)
+    # add/remove sensitivity max(q, 1 - q) (tight; Smith's utility)
+    return piecewise_constant_cdf(edges, epsilon / (2 * max(q, 1 - q)) * utility)
 
 
 # ----------------------------------------------------------------------------- piecewise
@@ -293,7 +294,7 @@ def revenue(price, bids):
 @pytest.mark.parametrize("eps", [0.5, 5.0])
 def test_price_classic_example_matches_exact_cdf(eps):
     prices = jaxdp.private_price(
-        KEY, jnp.array(BIDS), epsilon=eps, price_range=PRICE_RANGE, shape=(DRAWS,)
+        KEY, jnp.array(BIDS), epsilon=eps, bounds=PRICE_RANGE, shape=(DRAWS,)
     )
     assert prices.shape == (DRAWS,) and prices.dtype == jnp.float32
     p = np.asarray(prices, np.float64)
@@ -310,9 +311,7 @@ def test_price_classic_example_matches_exact_cdf(eps):
 def test_price_of_3_02_earns_nothing():
     assert revenue(np.array([1.0, 3.01, 3.02]), BIDS).tolist() == [4.0, 3.01, 0.0]
     prices = np.asarray(
-        jaxdp.private_price(
-            KEY, jnp.array(BIDS), epsilon=50.0, price_range=PRICE_RANGE, shape=(DRAWS,)
-        ),
+        jaxdp.private_price(KEY, jnp.array(BIDS), epsilon=50.0, bounds=PRICE_RANGE, shape=(DRAWS,)),
         np.float64,
     )
     # with a large epsilon the mechanism posts prices just below 1 (revenue ~4)
@@ -327,7 +326,7 @@ def test_price_many_bids_and_batch():
         KEY,
         jnp.array(bids),
         epsilon=jnp.array([0.1, 1.0]),
-        price_range=(0.0, 10.0),
+        bounds=(0.0, 10.0),
         shape=(DRAWS // 2, 2),
     )
     for col, eps in enumerate([0.1, 1.0]):
@@ -440,24 +439,26 @@ def test_piecewise_bad_arguments(kwargs, match):
 @pytest.mark.parametrize(
     "bids, kwargs, match",
     [
-        ([], {}, "bids must not be empty"),
-        ([1.0, 4.0], {}, "inside price_range"),
-        ([-0.5, 1.0], {}, "inside price_range"),
         ([1.0, float("nan")], {}, "bids"),
-        ([1.0], dict(price_range=(3.0, 3.0)), "lo < hi"),
-        ([1.0], dict(price_range=(3.0, 1.0)), "lo < hi"),
-        ([1.0], dict(price_range=(-1.0, 3.0)), "lo >= 0"),
-        ([1.0], dict(price_range=(0.0, float("inf"))), "finite"),
-        ([1.0], dict(price_range=(0.0, 1.0, 2.0)), "pair"),
-        ([1.0], dict(price_range=None), "pair"),
+        ([1.0], dict(bounds=(3.0, 3.0)), "lo < hi"),
+        ([1.0], dict(bounds=(3.0, 1.0)), "lo < hi"),
+        ([1.0], dict(bounds=(-1.0, 3.0)), "lo >= 0"),
+        ([1.0], dict(bounds=(0.0, float("inf"))), "finite"),
+        ([1.0], dict(bounds=(0.0, 1.0, 2.0)), "pair"),
+        ([1.0], dict(bounds=None), "required"),
+        ([1.0], dict(bounds=(0.0, 3e38)), None),  # a width of 3e38 fits float32
+        ([1.0], dict(bounds=(0.0, 1.0), price_range=(0.0, 1.0)), "once"),
         ([1.0], dict(epsilon=0.0), "epsilon"),
         ([1.0], dict(epsilon=None), "epsilon"),
         (3.0, {}, "scalar"),
     ],
 )
 def test_price_bad_arguments(bids, kwargs, match):
-    args = dict(epsilon=1.0, price_range=(0.0, 3.5))
+    args = dict(epsilon=1.0, bounds=(0.0, 3.5))
     args.update(kwargs)
+    if match is None:
+        assert np.isfinite(jaxdp.private_price(KEY, bids, **args))
+        return
     with pytest.raises(ValueError, match=match) as info:
         jaxdp.private_price(KEY, bids, **args)
     assert "private_price" in str(info.value)
@@ -466,7 +467,6 @@ def test_price_bad_arguments(bids, kwargs, match):
 @pytest.mark.parametrize(
     "data, q, kwargs, match",
     [
-        ([], 0.5, {}, "data must not be empty"),
         ([1.0, float("nan")], 0.5, {}, "data"),
         ([1.0, float("inf")], 0.5, {}, "data"),
         ([1.0], -0.1, {}, "q must be in"),
@@ -477,6 +477,7 @@ def test_price_bad_arguments(bids, kwargs, match):
         ([1.0], 0.5, dict(bounds=(2.0, -2.0)), "lo < hi"),
         ([1.0], 0.5, dict(bounds=(float("-inf"), 2.0)), "finite"),
         ([1.0], 0.5, dict(bounds=[0.0]), "pair"),
+        ([1.0], 0.5, dict(bounds=(-3e38, 3e38)), "overflows"),
         ([1.0], 0.5, dict(epsilon=-2.0), "epsilon"),
         ([1.0], 0.5, dict(shape=(3, 2)), None),  # fine: leading draws over batch ()
     ],
@@ -496,16 +497,18 @@ def test_traced_bad_values_give_nan_and_checkify_reports():
     bids = jnp.array(BIDS)
 
     def price(b, e):
-        return jaxdp.private_price(KEY, b, epsilon=e, price_range=(0.0, 3.5), shape=(3,))
+        return jaxdp.private_price(KEY, b, epsilon=e, bounds=(0.0, 3.5), shape=(3,))
 
     checked = checkify.checkify(jax.jit(price), errors=checkify.user_checks)
-    err, out = checked(bids.at[0].set(9.0), 1.0)
-    assert "inside price_range" in str(err.get()) and np.all(np.isnan(out))
+    err, out = checked(bids.at[0].set(jnp.nan), 1.0)
+    assert "bids must be finite" in str(err.get()) and np.all(np.isnan(out))
+    err, out = checked(bids.at[0].set(9.0), 1.0)  # a bid above the range is data
+    assert err.get() is None and np.all(np.isfinite(out))
     err, out = checked(bids, -1.0)
     assert "epsilon must be finite" in str(err.get()) and np.all(np.isnan(out))
     err, out = checked(bids, 1.0)
     assert err.get() is None and np.all(np.isfinite(out))
-    assert np.all(np.isnan(jax.jit(price)(bids.at[0].set(9.0), 1.0)))  # plain jit: NaN
+    assert np.all(np.isnan(jax.jit(price)(bids.at[0].set(jnp.inf), 1.0)))  # plain jit: NaN
 
     def quantile(q):
         return jaxdp.private_quantile(KEY, jnp.arange(5.0), q, epsilon=1.0, bounds=(0, 5))
@@ -525,7 +528,7 @@ def test_traced_bad_values_give_nan_and_checkify_reports():
 def test_jit_equals_eager_and_key_semantics():
     def price(k):
         return jaxdp.private_price(
-            k, jnp.array(BIDS), epsilon=1.0, price_range=PRICE_RANGE, shape=(100,)
+            k, jnp.array(BIDS), epsilon=1.0, bounds=PRICE_RANGE, shape=(100,)
         )
 
     eager = price(KEY)
@@ -582,9 +585,7 @@ def test_grid_path_converges_to_exact_price_law():
     idx = jaxdp.exponential(KEY, scores, epsilon=eps, sensitivity=3.5, shape=(DRAWS,))
     grid_draws = grid[np.asarray(idx)]
     exact_draws = np.asarray(
-        jaxdp.private_price(
-            KEY, jnp.array(BIDS), epsilon=eps, price_range=PRICE_RANGE, shape=(DRAWS,)
-        ),
+        jaxdp.private_price(KEY, jnp.array(BIDS), epsilon=eps, bounds=PRICE_RANGE, shape=(DRAWS,)),
         np.float64,
     )
     cdf = price_cdf(BIDS, *PRICE_RANGE, eps)
@@ -604,3 +605,124 @@ def test_pricing_study_quick_mode(tmp_path):
     classic = results["revenue_loss"]["scenarios"][0]
     assert classic["opt_revenue"] == 4.0
     assert all(loss >= 0 for loss in classic["loss_exact_expected"])
+
+
+# ----------------------------------------------------------------------------- data never raises
+
+
+def test_price_bids_outside_bounds_are_clipped_in_law():
+    bids = BIDS + [9.0, -2.0, 3.6]  # above, below (and negative) and above the range
+    prices = jaxdp.private_price(
+        KEY, jnp.array(bids), epsilon=2.0, bounds=PRICE_RANGE, shape=(DRAWS,)
+    )
+    clipped = np.clip(bids, *PRICE_RANGE)
+    assert_ks(prices, price_cdf(clipped, *PRICE_RANGE, 2.0))
+    with pytest.raises(AssertionError):  # dropping the out-of-range bids is caught
+        assert_ks(prices, price_cdf(BIDS, *PRICE_RANGE, 2.0))
+    jitted = jax.jit(
+        lambda b: jaxdp.private_price(KEY, b, epsilon=2.0, bounds=PRICE_RANGE, shape=(DRAWS,))
+    )(jnp.array(bids))
+    np.testing.assert_array_equal(jitted, prices)
+
+
+def test_price_range_is_deprecated_alias_of_bounds():
+    with pytest.warns(DeprecationWarning, match="price_range"):
+        old = jaxdp.private_price(
+            KEY, jnp.array(BIDS), epsilon=1.0, price_range=PRICE_RANGE, shape=(50,)
+        )
+    new = jaxdp.private_price(KEY, jnp.array(BIDS), epsilon=1.0, bounds=PRICE_RANGE, shape=(50,))
+    np.testing.assert_array_equal(old, new)
+
+
+@pytest.mark.parametrize("fn", ["quantile", "price"])
+def test_empty_data_draws_uniformly_over_bounds(fn):
+    lo, hi = 1.0, 4.0
+
+    def draw(x):
+        if fn == "quantile":
+            return jaxdp.private_quantile(KEY, x, 0.3, epsilon=1.0, bounds=(lo, hi), shape=(DRAWS,))
+        return jaxdp.private_price(KEY, x, epsilon=1.0, bounds=(lo, hi), shape=(DRAWS,))
+
+    out = draw(jnp.zeros((0,)))
+    np.testing.assert_array_equal(jax.jit(draw)(jnp.zeros((0,))), out)
+    assert_ks(out, scipy.stats.uniform(lo, hi - lo).cdf)
+    with pytest.raises(AssertionError):
+        assert_ks(out, scipy.stats.uniform(lo, 1.02 * (hi - lo)).cdf)
+    batched = jaxdp.private_quantile(KEY, jnp.zeros((2, 0)), 0.5, epsilon=1.0, bounds=(lo, hi))
+    assert batched.shape == (2,) and np.all((batched >= lo) & (batched <= hi))
+
+
+def test_quantile_sensitivity_is_max_q_one_minus_q():
+    rng = np.random.default_rng(7)
+    data = rng.uniform(-1, 1, size=200)
+    for q in (0.5, 0.8):
+        draws = jaxdp.private_quantile(
+            KEY, jnp.array(data), q, epsilon=0.5, bounds=(-1.0, 1.0), shape=(DRAWS,)
+        )
+        assert_ks(draws, quantile_cdf(data, q, -1.0, 1.0, 0.5))
+        # the loose sensitivity 1 (factor eps / 2) is a different law, and is caught
+        loose = quantile_cdf(data, q, -1.0, 1.0, 0.5 * max(q, 1 - q))
+        with pytest.raises(AssertionError):
+            assert_ks(draws, loose)
+
+
+def test_quantile_tight_sensitivity_is_private_exactly():
+    # exact log-density ratio on add/remove neighbours <= eps (float64, on a fine grid)
+    rng = np.random.default_rng(8)
+    base = rng.uniform(0, 1, size=30)
+    grid = np.linspace(0.0005, 0.9995, 2000)
+    for q in (0.1, 0.5, 0.75):
+        for extra in (0.0, 0.3, 0.999):
+            d0, d1 = base, np.append(base, extra)
+            dens = []
+            for d in (d0, d1):
+                cdf = quantile_cdf(d, q, 0.0, 1.0, 1.0)
+                dens.append(np.diff(cdf(grid)) / np.diff(grid))
+            ratio = np.max(np.abs(np.log(dens[0]) - np.log(dens[1])))
+            assert ratio <= 1.0 + 1e-6, (q, extra, ratio)
+
+
+def test_piecewise_huge_edges_raise_or_report():
+    huge = jnp.array([-3e38, 3e38])
+    with pytest.raises(ValueError, match="overflows"):
+        jaxdp.exponential_piecewise(
+            KEY, huge, jnp.zeros(1), jnp.zeros(1), epsilon=1.0, sensitivity=1.0
+        )
+    with pytest.raises(ValueError, match="overflows"):  # the utility overflows at an edge
+        jaxdp.exponential_piecewise(
+            KEY,
+            jnp.array([0.0, 3e38]),
+            jnp.zeros(1),
+            jnp.full(1, 10.0),
+            epsilon=1.0,
+            sensitivity=1.0,
+        )
+
+    def piecewise(edges):
+        return jaxdp.exponential_piecewise(
+            KEY, edges, jnp.zeros(1), jnp.zeros(1), epsilon=1.0, sensitivity=1.0
+        )
+
+    err, out = checkify.checkify(jax.jit(piecewise), errors=checkify.user_checks)(huge)
+    assert "overflow" in str(err.get()) and np.isnan(out)
+    # the widest span that fits still samples the right (uniform) law
+    wide = jaxdp.exponential_piecewise(
+        KEY,
+        jnp.array([-1.5e38, 1.5e38]),
+        jnp.zeros(1),
+        jnp.zeros(1),
+        epsilon=1.0,
+        sensitivity=1.0,
+        shape=(DRAWS,),
+    )
+    assert_ks(np.asarray(wide, np.float64) / 1.5e38, scipy.stats.uniform(-1, 2).cdf)
+
+
+@pytest.mark.parametrize("bad", ["False", "True", 0, 1, None, jnp.array([True])])
+def test_piecewise_monotonic_must_be_a_bool(bad):
+    with pytest.raises(ValueError, match="monotonic must be a bool"):
+        jaxdp.exponential_piecewise(KEY, E3, C2, M2, epsilon=1.0, sensitivity=1.0, monotonic=bad)
+    out = jaxdp.exponential_piecewise(
+        KEY, E3, C2, M2, epsilon=1.0, sensitivity=1.0, monotonic=np.bool_(True)
+    )
+    assert np.isfinite(out)

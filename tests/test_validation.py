@@ -241,3 +241,44 @@ def test_traced_bad_parameters_in_other_mechanisms():
     np.testing.assert_array_equal(h(jnp.array([0, 5])) == -1, [False, True])
     lp = jax.jit(lambda e: jaxdp.exponential_log_probs(S, epsilon=e, sensitivity=1.0))(0.0)
     assert np.all(np.isnan(lp))
+
+
+# ----------------------------------------------------------------------------- finding 7
+
+from jaxdp import _checks  # noqa: E402
+
+
+@pytest.mark.parametrize("name", list(ALL_EPS))
+@pytest.mark.parametrize("bad", [1e39, 1e-300, 1e-40], ids=repr)
+def test_epsilon_must_fit_the_compute_dtype(name, bad):
+    # finite and > 0 in float64, but inf / 0 / subnormal in float32
+    fn, kw = ALL_EPS[name]
+    with pytest.raises(ValueError, match=r"epsilon must be finite and > 0 in float32.*got"):
+        fn(epsilon=bad, **kw)
+
+
+def test_delta_must_fit_the_compute_dtype():
+    with pytest.raises(ValueError, match=r"delta must be in the open interval \(0, 1\) in float32"):
+        jaxdp.gaussian(KEY, V, epsilon=1.0, delta=1e-300, sensitivity=1.0)
+    with pytest.raises(ValueError, match=r"sensitivity .* in float32"):
+        jaxdp.laplace(KEY, V, epsilon=1.0, sensitivity=1e39)
+    with jax.enable_x64():  # fine in float64
+        assert np.all(np.isfinite(jaxdp.laplace(KEY, V, epsilon=1e-300, sensitivity=1e-300)))
+
+
+@pytest.mark.parametrize("good", [True, False, np.bool_(True), np.array(False)])
+def test_boolean_accepts_real_booleans(good):
+    assert _checks.boolean(good, "f", "flag") is bool(good)
+
+
+@pytest.mark.parametrize(
+    "bad", ["False", "True", "", 0, 1, 1.0, None, np.array([True]), jnp.array(1)], ids=repr
+)
+def test_boolean_rejects_everything_else(bad):
+    with pytest.raises(ValueError, match=r"f: flag must be a bool \(True or False\), got"):
+        _checks.boolean(bad, "f", "flag")
+
+
+def test_boolean_rejects_tracers():
+    with pytest.raises(ValueError, match="must be a bool"):
+        jax.jit(lambda b: _checks.boolean(b, "f", "flag"))(True)

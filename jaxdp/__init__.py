@@ -29,8 +29,8 @@ from ._exponential import exponential_log_probs as exponential_log_probs
 from ._joint_top_k import joint_top_k as joint_top_k
 from ._learning import select_hypothesis as select_hypothesis
 from ._noisy_max import permute_and_flip as permute_and_flip
-from ._quantiles import private_quantiles as private_quantiles
 from ._noisy_max import report_noisy_max as report_noisy_max
+from ._quantiles import private_quantiles as private_quantiles
 from ._random import random_key as random_key
 from ._selection import select_private_candidate as select_private_candidate
 from ._streaming import exponential_streaming as exponential_streaming

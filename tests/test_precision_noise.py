@@ -361,5 +361,11 @@ def test_rare_outcome_audit_1e8(noise, law):
     )
     hits = sum(int(run(jax.random.fold_in(jax.random.key(21), i))) for i in range(100))
     total = 10**8
-    z = (hits - total * p) / np.sqrt(total * p * (1 - p))
-    assert abs(z) < 5, (hits, total * p)
+
+    def check(p):
+        z = (hits - total * p) / np.sqrt(total * p * (1 - p))
+        assert abs(z) < 5, (hits, total * p)
+
+    check(p)
+    with pytest.raises(AssertionError):  # the law at a gap 10 % larger
+        check(law(1.1 * gap))

@@ -338,26 +338,34 @@ def test_streaming_law_at_a_million_outcomes():
 
 
 @pytest.mark.slow
-def test_dominant_then_tiny_audit_1e8():
-    """10**8 draws of one leader and 2**20 outcomes at logit -16: the tiny ones
-    together have probability 2**20 e**-16 / (1 + ...) = 0.1, each 1e-7."""
-    n = 2**20 + 1
-    scores = jnp.concatenate([jnp.zeros(1), jnp.full(n - 1, -16.0)])
-    p_tiny = (n - 1) * np.exp(-16.0) / (1 + (n - 1) * np.exp(-16.0))
-    total = 0
-    hits = 0
-    for i in range(100):
-        d = np.asarray(
-            jaxdp.exponential(
-                jax.random.fold_in(jax.random.key(21), i),
-                scores,
-                epsilon=2.0,
-                sensitivity=1.0,
-                shape=(10**6,),
-                method="gumbel",
+@pytest.mark.parametrize(
+    "noise, law",
+    [
+        ("gumbel", lambda g: 1 / (1 + np.exp(g))),
+        ("exponential", lambda g: np.exp(-g) / 2),  # P[Exp_2 - Exp_1 > g]
+        ("laplace", lambda g: np.exp(-g) * (2 + g) / 4),  # P[L_2 - L_1 > g]
+    ],
+)
+def test_rare_outcome_audit_1e8(noise, law):
+    """10**8 draws of two outcomes at logit gap 14: the rare one has probability
+    ~1e-6 (about 100 hits); a z-test against the exact law."""
+    gap = 14.0
+    scores = jnp.float32([0.0, -gap])
+    p = law(gap * (1 - 2.0**-21))  # the rounded-down scale (c = 1 here)
+    run = jax.jit(
+        lambda k: jnp.sum(
+            jaxdp.report_noisy_max(
+                k, scores, epsilon=2.0, sensitivity=1.0, noise=noise, shape=(10**6,)
             )
         )
-        hits += int(np.sum(d > 0))
-        total += d.size
-    z = (hits - total * p_tiny) / np.sqrt(total * p_tiny * (1 - p_tiny))
-    assert abs(z) < 5
+    )
+    hits = sum(int(run(jax.random.fold_in(jax.random.key(21), i))) for i in range(100))
+    total = 10**8
+
+    def check(p):
+        z = (hits - total * p) / np.sqrt(total * p * (1 - p))
+        assert abs(z) < 5, (hits, total * p)
+
+    check(p)
+    with pytest.raises(AssertionError):  # the law at a gap 10 % larger
+        check(law(1.1 * gap))

@@ -152,7 +152,7 @@ def test_self_audit_streaming_and_continuous():
     data = jnp.array([1.0, 2.0, 3.0, 4.0, 6.0])
     est = run(quantile, data, jnp.concatenate([data, jnp.array([9.0])]), key=2)
     assert est.lower_bound < EPS, est
-    price = functools.partial(jaxdp.private_price, epsilon=EPS, price_range=(0.0, 4.0))
+    price = functools.partial(jaxdp.private_price, epsilon=EPS, bounds=(0.0, 4.0))
     bids = jnp.array([1.0, 2.0, 3.0, 4.0])
     est = run(price, bids, jnp.concatenate([bids, jnp.array([4.0])]), key=3)
     assert est.lower_bound < EPS, est

@@ -165,8 +165,8 @@ def test_private_mode_counts_stay_integers_to_the_kernel():
     # A record moves one count by exactly 1 even at 2**24 scale: the shift is exact.
     from jaxdp._categorical import _counts
 
-    counts = _counts(jnp.zeros((1, 3), jnp.int32), 2)
-    assert jnp.issubdtype(counts.dtype, jnp.integer)
+    counts, in_range = _counts(jnp.zeros((1, 3), jnp.int32), 2)
+    assert jnp.issubdtype(counts.dtype, jnp.integer) and bool(in_range.all())
 
 
 @pytest.mark.parametrize("where", ["first", "middle", "last"])
@@ -367,7 +367,7 @@ PUBLIC_CALLS = {
         **KW,
     ),  # fmt: skip
     "private_price": lambda k: jaxdp.private_price(
-        k, jnp.array([1.0, 2.0, 5.0]), epsilon=1.0, price_range=(0.0, 10.0), shape=(37,)
+        k, jnp.array([1.0, 2.0, 5.0]), epsilon=1.0, bounds=(0.0, 10.0), shape=(37,)
     ),
     "private_quantile": lambda k: jaxdp.private_quantile(
         k, jnp.array([1.0, 2.0, 5.0]), 0.5, epsilon=1.0, bounds=(0.0, 10.0), shape=(37,)

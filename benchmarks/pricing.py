@@ -110,7 +110,7 @@ def quantile_density(x, data, q, epsilon, lo, hi):
     n = len(d)
     edges = np.concatenate([[lo], d, [hi]])
     w = np.diff(edges)
-    logw = epsilon / 2 * -np.abs(np.arange(n + 1) - q * n)
+    logw = epsilon / (2 * max(q, 1 - q)) * -np.abs(np.arange(n + 1) - q * n)
     with np.errstate(divide="ignore"):
         log_z = np.logaddexp.reduce(np.where(w > 0, logw + np.log(w), -np.inf))
     j = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, n)

@@ -106,7 +106,13 @@ def exponential(
     )
     method = _checks.choice(method, _METHODS, fn, "method")
     return _exponential_impl(
-        key, scores, epsilon, sensitivity, monotonic=bool(monotonic), shape=shape, method=method
+        key,
+        scores,
+        epsilon,
+        sensitivity,
+        monotonic=_checks.boolean(monotonic, fn, "monotonic"),
+        shape=shape,
+        method=method,
     )
 
 
@@ -183,7 +189,9 @@ def exponential_log_probs(
     _, scores, epsilon, sensitivity, _ = _checks.selection_args(
         fn, None, scores, epsilon, sensitivity, None, positive_axis, require_key=False
     )
-    out = _log_probs_impl(scores, epsilon, sensitivity, monotonic=bool(monotonic))
+    out = _log_probs_impl(
+        scores, epsilon, sensitivity, monotonic=_checks.boolean(monotonic, fn, "monotonic")
+    )
     return jnp.moveaxis(out, -1, positive_axis)
 
 

@@ -323,6 +323,8 @@ def inverse_cdf(
     batch = logits.shape[:-1] if scores is None else _logit_params(scores, scale)[0]
     n = logits.shape[-1]
     num_lead, tail = split_shape(shape, batch)
+    if math.prod(shape) == 0:  # no draws (e.g. scores of shape (0, n))
+        return jnp.zeros(shape, jnp.int32), jnp.ones(tail, bool)
     if scores is None:
         rows = flatten_rows(logits, tail)
         row_max = jnp.max(rows, axis=-1)

@@ -49,6 +49,7 @@ maximum, then the race).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import jax
@@ -204,6 +205,8 @@ def noisy_argmax(
     key = fast_key(key)
     suffix = () if k is None else (k,)
     out_shape = shape + suffix
+    if math.prod(out_shape) == 0:  # no draws (e.g. scores of shape (0, n))
+        return jnp.zeros(out_shape, jnp.int32)
 
     if num_rows * n <= CHUNK_ELEMENTS:
         # A step draws `per` i.i.d. draws for all rows at once; rates computed once.

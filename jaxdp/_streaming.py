@@ -191,7 +191,7 @@ def exponential_streaming(
         score_fn=score_fn,
         num_candidates=num_candidates,
         chunk=chunk,
-        monotonic=bool(monotonic),
+        monotonic=_checks.boolean(monotonic, fn, "monotonic"),
         shape=shape,
         method=method,
         has_data=has_data,

@@ -92,7 +92,13 @@ def top_k(
             "distinct outcomes"
         )
     return _top_k_impl(
-        key, scores, epsilon, sensitivity, k=k, monotonic=bool(monotonic), shape=shape
+        key,
+        scores,
+        epsilon,
+        sensitivity,
+        k=k,
+        monotonic=_checks.boolean(monotonic, fn, "monotonic"),
+        shape=shape,
     )
 
 

@@ -355,7 +355,7 @@ def test_eight_devices_equal_one_device(tmp_path):
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     with open(result, "rb") as f:

@@ -124,7 +124,15 @@ def test_dtype(name):
         assert out.dtype == jnp.float32
     with jax.enable_x64():
         out = call(name, jax.random.key(6))
-        assert out.dtype == (jnp.int32 if REGISTRY[name][3] else jnp.float64)
+        if name in ("laplace", "gaussian"):
+            # Additive noise keeps the values' dtype (as jax.random samplers do):
+            # float32 values stay float32, float64 values give float64.
+            assert out.dtype == jnp.float32
+            fn, _, kwargs, _ = REGISTRY[name]
+            out64 = fn(jax.random.key(6), jnp.asarray(VALUES, jnp.float64), epsilon=1.0, **kwargs)
+            assert out64.dtype == jnp.float64
+        else:
+            assert out.dtype == (jnp.int32 if REGISTRY[name][3] else jnp.float64)
 
 
 @params

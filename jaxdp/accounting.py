@@ -368,14 +368,14 @@ def optimal_composition(
     r"""The optimal composition theorem of Kairouz, Oh & Viswanath (2015), exact.
 
     The k-fold adaptive composition of (ε, δ)-DP mechanisms is
-    :math:`(arepsilon', 1 - (1-\delta)^k (1 - \delta'))`-DP for the smallest
+    :math:`(\varepsilon', 1 - (1-\delta)^k (1 - \delta'))`-DP for the smallest
     ε' with
 
     .. math::
 
-        \delta' \ge \sum_{l=0}^{k} inom{k}{l}
-            rac{ig(e^{(k-l)arepsilon} - e^{arepsilon'} e^{larepsilon}ig)_+}
-                 {(1 + e^{arepsilon})^k},
+        \delta' \ge \sum_{l=0}^{k} \binom{k}{l}
+            \frac{\big(e^{(k-l)\varepsilon} - e^{\varepsilon'} e^{l\varepsilon}\big)_+}
+                 {(1 + e^{\varepsilon})^k},
 
     the hockey-stick divergence of k independent ε-randomized responses (KOV
     2015, Thm 3.3), and no smaller ε' is valid for every family of (ε, δ)-DP
@@ -606,8 +606,8 @@ class PrivacyBudget:
     * ``"basic"`` (default): ε's and δ's add (:func:`basic_composition`, summed
       with :func:`math.fsum`).
     * ``"advanced"``: the better of basic composition and the heterogeneous
-      advanced composition :math:`\sqrt{2\ln(1/\delta')\sum_iarepsilon_i^2} +
-      \sum_i arepsilon_i(e^{arepsilon_i}-1)`, with total δ
+      advanced composition :math:`\sqrt{2\ln(1/\delta')\sum_i\varepsilon_i^2} +
+      \sum_i \varepsilon_i(e^{\varepsilon_i}-1)`, with total δ
       :math:`\sum_i\delta_i + \delta'` (Dwork, Rothblum & Vadhan 2010).
     * ``"optimal"``: the best of the two above and the optimal composition of
       Kairouz, Oh & Viswanath (:func:`optimal_composition`) with every spend's ε

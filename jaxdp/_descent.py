@@ -56,6 +56,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._twofloat import split as _split
+from ._twofloat import two_prod as _two_prod
+from ._twofloat import two_sum as _two_sum
 from ._typing import Array, PRNGKey
 
 #: Children per node of the descent.
@@ -68,40 +71,12 @@ SHARE_FLOOR = 2.0**-40
 # ----------------------------------------------------------------------------- double-float
 
 
-def _two_sum(a: Array, b: Array) -> tuple[Array, Array]:
-    """``a + b = s + e`` exactly (Knuth); additions only, so no FMA contraction."""
-    s = a + b
-    bb = s - a
-    return s, (a - (s - bb)) + (b - bb)
-
-
 def _dd_add(ah: Array, al: Array, bh: Array, bl: Array) -> tuple[Array, Array]:
     """Double-float sum of two non-negative double-floats (relative error ~u**2)."""
     s, e = _two_sum(ah, bh)
     e = e + (al + bl)
     hi = s + e
     return hi, e - (hi - s)
-
-
-def _split(x: Array) -> tuple[Array, Array]:
-    """``x = hi + lo`` with ``hi`` keeping the top half of the significand (bit mask)."""
-    if x.dtype == jnp.float64:
-        mask = np.uint64(0xFFFFFFFFF8000000)  # clear 27 of 52 fraction bits
-        bits = jax.lax.bitcast_convert_type(x, jnp.uint64)
-        hi = jax.lax.bitcast_convert_type(bits & mask, jnp.float64)
-    else:
-        mask = np.uint32(0xFFFFF000)  # clear 12 of 23 fraction bits: 12 significant
-        bits = jax.lax.bitcast_convert_type(x, jnp.uint32)
-        hi = jax.lax.bitcast_convert_type(bits & mask, jnp.float32)
-    return hi, x - hi
-
-
-def _two_prod(a: Array, b: Array) -> tuple[Array, Array]:
-    """``a * b = p + e`` (Dekker, halves by bit mask: exact partial products)."""
-    p = a * b
-    ah, al = _split(a)
-    bh, bl = _split(b)
-    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
 
 
 def _dd_mul(ah: Array, al: Array, bh: Array, bl: Array) -> tuple[Array, Array]:

@@ -58,6 +58,7 @@ import numpy as np
 
 from . import _random
 from ._kernels import _even_chunks, _map_steps, broadcast_batch, fast_key, split_shape
+from ._twofloat import two_prod, two_sum
 from ._typing import Array, PRNGKey
 
 #: Noise values (draws x rows x candidates) live at once in :func:`noisy_argmax`:
@@ -79,16 +80,6 @@ NOISES: dict[str, Callable] = {
 }
 
 
-def _high_half(x: Array) -> Array:
-    """``x`` with the low half of its mantissa cleared: 12 significant bits of float32's
-    24 (26 of float64's 53), so the product of two such halves is exact."""
-    if x.dtype == np.float64:
-        word, mask = jnp.uint64, np.uint64(0xFFFFFFFFF8000000)
-    else:
-        word, mask = jnp.uint32, np.uint32(0xFFFFF000)
-    return jax.lax.bitcast_convert_type(jax.lax.bitcast_convert_type(x, word) & mask, x.dtype)
-
-
 def round_down_scale(scale: Array) -> Array:
     """float32 scale, finite, normal and rounded down: ``<=`` the real ``epsilon / (2 Delta)``."""
     scale = jnp.asarray(scale)
@@ -108,19 +99,11 @@ def race_rates(scores: Array, row_max: Array, scale: Array) -> Array:
     ``c_exp * 2**-24`` the relative error of the backend's float32 ``exp``.
     """
     f = scores.dtype.type
-    a, b = row_max, -scores
-    d_hi = a + b  # TwoSum (Knuth): d_hi + d_lo == row_max - scores exactly
-    b_v = d_hi - a
-    a_v = d_hi - b_v
-    d_lo = (a - a_v) + (b - b_v)
-    t_hi = d_hi * scale
-    d1 = _high_half(d_hi)
-    d2 = d_hi - d1
-    c1 = _high_half(scale)
-    c2 = scale - c1
-    # d1*c1, d1*c2, d2*c1, d2*c2 are exact (12 x 12 bits); d1*c1 - t_hi is exact
-    # (Sterbenz); the rest is ~2**-11 of t, so its roundings are negligible.
-    t_lo = ((((d1 * c1 - t_hi) + d1 * c2) + d2 * c1) + d2 * c2) + d_lo * scale
+    d_hi, d_lo = two_sum(row_max, -scores)  # d_hi + d_lo == row_max - scores exactly
+    # The product's error term is exact (halves of 12 bits); the remainder is ~2**-11
+    # of t, so its roundings are negligible.
+    t_hi, t_err = two_prod(d_hi, scale)
+    t_lo = t_err + d_lo * scale
     floor = f(LOGIT_FLOOR)
     clipped = (t_hi > floor) | ((t_hi == floor) & (t_lo >= 0)) | (d_hi == jnp.inf)
     e = jnp.exp(jnp.minimum(t_hi, floor))

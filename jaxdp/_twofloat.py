@@ -1,0 +1,41 @@
+"""Error-free float transforms shared by the sound kernels.
+
+TwoSum uses additions only, and the split clears mantissa bits with a mask
+rather than Veltkamp's multiply-and-subtract, so neither can be broken by a
+backend that contracts ``a * b + c`` into a fused multiply-add.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._typing import Array
+
+
+def two_sum(a: Array, b: Array) -> tuple[Array, Array]:
+    """``a + b = s + e`` exactly (Knuth); additions only, so no FMA contraction."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def split(x: Array) -> tuple[Array, Array]:
+    """``x = hi + lo`` with ``hi`` keeping the top half of the significand (bit mask):
+    12 of float32's 24 significant bits (26 of float64's 53), so products of halves
+    are exact in float32."""
+    if x.dtype == jnp.float64:
+        word, mask = jnp.uint64, np.uint64(0xFFFFFFFFF8000000)  # clear 27 fraction bits
+    else:
+        word, mask = jnp.uint32, np.uint32(0xFFFFF000)  # clear 12 fraction bits
+    hi = jax.lax.bitcast_convert_type(jax.lax.bitcast_convert_type(x, word) & mask, x.dtype)
+    return hi, x - hi
+
+
+def two_prod(a: Array, b: Array) -> tuple[Array, Array]:
+    """``a * b = p + e`` (Dekker, with halves from :func:`split`: exact partial products)."""
+    p = a * b
+    ah, al = split(a)
+    bh, bl = split(b)
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl

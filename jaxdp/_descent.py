@@ -20,9 +20,10 @@ logit*, where ``u_exp`` is the backend's ``exp`` error (measured 1.39u on
 XLA:CPU by the tests; CUDA documents 2 ulp).
 
 Descent. Weights are grouped in blocks of :data:`K` = 16; a block's mass is a
-double-float (hi, lo) pair summed by TwoSum in a fixed pairwise order (error
-about ``u**2``); blocks of blocks likewise, up to a top of at most ``K``
-entries. A draw walks down: at each node it gathers the ``K`` children,
+double-float (hi, lo) pair summed by one variadic reduction whose combiner is
+the double-float addition (error about ``K u**2`` in any combining order);
+blocks of blocks likewise, up to a top of at most ``K`` entries. A draw walks
+down: at each node it gathers the ``K`` children,
 **sorts them ascending**, accumulates their double-float running sums, draws a
 fresh 64-bit uniform ``U`` and returns the first child whose running sum
 exceeds ``U * total`` (a double-float product, TwoProduct by split halves).
@@ -44,7 +45,7 @@ sum erases). The ratio of a node's stored mass to the sum of its children is
 levels, except on the children of share below ``2**-40`` (at most ``15 *
 2**-40`` of mass per level, counted in δ').
 
-Cost. Per row: one fused pass (weights and pairwise double-float block sums).
+Cost. Per row: the weights and one double-float reduction per level.
 Per draw and level: ``K`` gathers, a 16-element sort and one 64-bit uniform.
 """
 

@@ -4,49 +4,16 @@ Everything here works on *logits*: ``(..., n)`` arrays, already scaled by
 epsilon / (2 * sensitivity) and shifted so each row's maximum is 0. Public
 functions validate, canonicalise and then call these under ``jax.jit``.
 
-Two ways to draw ``argmax``-style selections:
+Two ways to draw selections, each in its own module:
 
-* :func:`noisy_argmax`: argmax(logits + noise), one noise variate per
-  candidate per draw (Gumbel: the exponential mechanism; Laplace and
-  exponential noise: report-noisy-max). The work is cut into blocks of at most
-  :data:`CHUNK_ELEMENTS` noise values (draws x rows x candidates), evaluated
-  one after the other, so no ``draws x n`` noise array ever exists: memory is
-  bounded on every backend and the live block stays in the CPU caches. Each
-  block is generated, added and reduced in one fused pass; the argmax is a
-  max followed by "first index equal to the max" (two vectorised reductions,
-  much faster on CPU than XLA's variadic argmax reduction, same result).
-* :func:`inverse_cdf`: one pass of ``exp`` per row, then one uniform per draw
-  and a search. Two layouts, both exact inverse-CDF samplers:
-
-  - *guided* (many draws per row): the full prefix sum of the row, and a guide
-    table (Chen & Asau 1974) of ``m`` cells that stores, for each cell of the
-    uniform's range, which slice of the prefix sums can hold the answer. A draw
-    reads its cell and binary-searches that slice only: O(1) steps for most
-    rows instead of log2(n). The answer is *bit for bit* the one of a plain
-    ``searchsorted`` over the prefix sums.
-  - *blocked* (few draws per row, e.g. one draw for each of many rows): masses
-    of blocks of :data:`BLOCK` (64 for rows of 512 and more) outcomes (the
-    row maximum, the ``exp`` and a strided reduction fused into one pass
-    over the scores: no ``(B, n)`` temporary), then masses of blocks of
-    blocks, up to a top level of at most two blocks' worth of entries. A draw
-    walks down the levels, at each one accumulating the masses under its
-    current entry until the running sum passes what is left of ``u * total``;
-    at the bottom it reads the scores of one block only, and draws inside
-    the block at the same fraction of the block's mass (relative to the
-    block's own maximum, so nothing after the first pass needs the row
-    maximum). The rows' validity comes from the totals (a NaN, ``+inf`` or
-    all ``-inf`` row has no finite total), not from a second pass.
-
-Exactness. Both layouts sample ``softmax(logits)`` exactly, up to float
-rounding of the sums (and the resolution of the uniform, see
-:mod:`jaxdp._random`). An outcome whose logit is ``-inf`` is never returned,
-whatever the summation order of the backend: the guided layout passes its
-prefix sums through a running maximum that ignores zero-mass entries (so such
-an entry never exceeds its predecessor); the blocked layout accumulates left
-to right (a zero mass never raises the running sum) and can only land on a
-block of positive mass and, inside it, on a finite logit; draws that round
-past the total go to the last outcome of positive mass. Equal scores have
-equal masses and so equal chances.
+* :func:`jaxdp._noisy_kernels.noisy_argmax`: the race ``argmin X_i / w_i`` (Gumbel:
+  the exponential mechanism; Laplace and exponential noise: report-noisy-max),
+  in cache-sized chunks.
+* :func:`inverse_cdf` (here): the sound categorical kernel of
+  :mod:`jaxdp._descent` (weights exact to a few ulp, double-float block sums and
+  a sorted per-level descent); its law and finite-precision guarantee are in
+  ``SECURITY.md`` ("The categorical kernel"). This module computes the rows'
+  weights from the scores and hands them over.
 
 Random numbers. Every variate comes from :mod:`jaxdp._random` (the hardened
 generators). Before sampling, a threefry key is re-wrapped by
@@ -62,14 +29,10 @@ take ``exp``, ``+``, ``-``, ``*``, reductions and strided ``reduce_window`` but
 not selects or compares; a select between a large producer and its reduction,
 or a second reader of a large fused producer, makes XLA materialise a
 ``(B, n)`` temporary, and fresh large buffers cost ~3 ms per 10**7 floats in
-page faults. The code here is written around that: the logits are
-select-free, the block masses are a strided ``reduce_window`` (not a reshape),
-the bottom level re-reads the few scores it needs (``inverse_cdf(...,
-scores, scale)``) rather than the logits, and no reader but the first pass
-needs the row maximum, so that XLA fuses the maximum into that pass (one read
-of the scores instead of two). On CPU XLA also drops
-``optimization_barrier``, so the per-draw walk is written lane by lane
-(:func:`_pick`) to stay one elementwise fusion.
+page faults. The logits here are select-free for that reason. The descent
+(:mod:`jaxdp._descent`) has CPU notes of its own: block sums are one variadic
+reduction, and each level gathers its 16 lanes in one gather (many small
+gathers get fused into, and recomputed in, every consumer).
 
 PRNG choice (not made for the user). ``jax.random.key(seed, impl="rbg")`` or
 ``"unsafe_rbg"`` keys are accepted by every sampler and are cheaper on GPU
@@ -101,12 +64,6 @@ from jax.extend.random import define_prng_impl, threefry_prng_impl
 
 from . import _descent
 from ._typing import Array, PRNGKey
-
-#: Uniforms (draws x rows) handled at once by the guided inverse CDF.
-CHUNK_DRAWS = 1 << 20
-
-#: Candidates per block of the blocked inverse CDF.
-BLOCK = 32
 
 # ----------------------------------------------------------------------------- fused threefry
 
@@ -367,6 +324,10 @@ def choose_method(num_draws_per_row: int, n: int, num_rows: int) -> str:
     1     1024  8192   27.5         0.30          icdf
     1     1..64 <=64   ~0.1         ~0.1          (dispatch-bound: a tie)
     ====  ====  =====  ===========  ============  =======
+
+    These timings were taken on the float32 prefix-sum kernels that the sound
+    descent (:mod:`jaxdp._descent`) and the race replaced; the rule is kept as it
+    was, and the crossover is to be measured again on the new kernels.
 
     So the Gumbel method wins only for one draw per row over at most 16
     candidates (where the inverse CDF's fixed per-row work dominates); the

@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import checkify
 
-from . import _checks, _kernels, _sampling
+from . import _checks, _kernels, _sampling, _top_k
 from ._typing import Array, ArrayLike, PRNGKey
 
 _NEG_INF = -jnp.inf
@@ -127,26 +127,12 @@ def joint_top_k(
     fn = "joint_top_k"
     if not isinstance(monotonic, bool):
         raise ValueError(f"{fn}: monotonic must be a bool, got {monotonic!r}")
-    key, scores, epsilon, sensitivity, shape = _checks.selection_args(
-        fn, key, scores, epsilon, sensitivity, shape, axis
+    key, scores, epsilon, sensitivity, shape, k = _top_k.top_k_args(
+        fn, key, scores, k, epsilon, sensitivity, shape, axis
     )
-    n = scores.shape[-1]
-    k = _checks.static_int(k, fn, "k", minimum=1)
-    if k > n:
-        raise ValueError(f"{fn}: k must be <= the number of outcomes n={n}, got k={k}")
-    if _checks.is_concrete(scores) and _too_few_finite(scores, k):
-        raise ValueError(
-            f"{fn}: every row of scores needs at least k={k} finite scores to select k "
-            "distinct outcomes"
-        )
     return _joint_top_k_impl(
         key, scores, epsilon, sensitivity, k=k, monotonic=monotonic, shape=shape
     )
-
-
-@_checks.eager
-def _too_few_finite(scores, k):
-    return bool(jnp.any(jnp.sum(scores > -jnp.inf, axis=-1) < k))
 
 
 def _group_logits(c_sorted: Array, scale: Array, k: int) -> tuple[Array, Array]:

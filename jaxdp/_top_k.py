@@ -79,6 +79,24 @@ def top_k(
       <https://doi.org/10.1109/FOCS.2007.66>`_, FOCS 2007.
     """
     fn = "top_k"
+    key, scores, epsilon, sensitivity, shape, k = top_k_args(
+        fn, key, scores, k, epsilon, sensitivity, shape, axis
+    )
+    return _top_k_impl(
+        key,
+        scores,
+        epsilon,
+        sensitivity,
+        k=k,
+        monotonic=_checks.boolean(monotonic, fn, "monotonic"),
+        shape=shape,
+    )
+
+
+def top_k_args(fn, key, scores, k, epsilon, sensitivity, shape, axis):
+    """:func:`jaxdp._checks.selection_args` plus ``k``: a static int in ``[1, n]``, and
+    (for concrete scores) at least ``k`` finite scores in every row. Returns
+    ``(key, scores, epsilon, sensitivity, shape, k)``."""
     key, scores, epsilon, sensitivity, shape = _checks.selection_args(
         fn, key, scores, epsilon, sensitivity, shape, axis
     )
@@ -91,15 +109,7 @@ def top_k(
             f"{fn}: every row of scores needs at least k={k} finite scores to select k "
             "distinct outcomes"
         )
-    return _top_k_impl(
-        key,
-        scores,
-        epsilon,
-        sensitivity,
-        k=k,
-        monotonic=_checks.boolean(monotonic, fn, "monotonic"),
-        shape=shape,
-    )
+    return key, scores, epsilon, sensitivity, shape, k
 
 
 @_checks.eager

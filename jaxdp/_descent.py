@@ -57,8 +57,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import _twofloat as _tf
 from ._twofloat import split as _split
-from ._twofloat import two_prod as _two_prod
 from ._twofloat import two_sum as _two_sum
 from ._typing import Array, PRNGKey
 
@@ -72,24 +72,10 @@ SHARE_FLOOR = 2.0**-40
 # ----------------------------------------------------------------------------- double-float
 
 
-def _dd_add(ah: Array, al: Array, bh: Array, bl: Array) -> tuple[Array, Array]:
-    """Double-float sum of two non-negative double-floats (relative error ~u**2)."""
-    s, e = _two_sum(ah, bh)
-    e = e + (al + bl)
-    hi = s + e
-    return hi, e - (hi - s)
-
-
-def _dd_mul(ah: Array, al: Array, bh: Array, bl: Array) -> tuple[Array, Array]:
-    p, e = _two_prod(ah, bh)
-    e = e + (ah * bl + al * bh)
-    hi = p + e
-    return hi, e - (hi - p)
-
-
-def _dd_le(ah: Array, al: Array, bh: Array, bl: Array) -> Array:
-    """``a <= b`` for normalised double-floats."""
-    return (ah < bh) | ((ah == bh) & (al <= bl))
+_dd_add = _tf.dd_add
+_dd_mul = _tf.dd_mul
+_dd_le = _tf.dd_le
+_fast = _tf.fast_two_sum
 
 
 # ----------------------------------------------------------------------------- weights
@@ -144,11 +130,6 @@ def _uniform_dd(key: PRNGKey, shape: tuple[int, ...], dtype) -> tuple[Array, Arr
     c = (w2 & np.uint32(0xFFFF)).astype(f32) + f32(0.5)
     hi, lo = _two_sum(b * f32(2.0**-48), c * f32(2.0**-64))
     return _dd_add(a, jnp.zeros_like(a), hi, lo)
-
-
-def _fast(hi: Array, lo: Array) -> tuple[Array, Array]:
-    s = hi + lo
-    return s, lo - (s - hi)
 
 
 # ----------------------------------------------------------------------------- tables
@@ -283,10 +264,27 @@ def descend(key: PRNGKey, tables: list[tuple[Array, Array]], num_draws: int) -> 
     return node
 
 
+def uses_alias(n: int, num_draws: int) -> bool:
+    """Whether :func:`sample` draws ``num_draws`` per row of ``n`` by an alias table
+    (:mod:`jaxdp._alias`: ``O(N log N)`` per row, ``O(1)`` per draw) rather than by
+    the descent (``O(n)`` per row, ``O(log n)`` gathers of 16 lanes per draw)."""
+    from . import _tuning
+
+    return _tuning.use_alias(n, num_draws)
+
+
 def sample(key: PRNGKey, w: Array, num_draws: int) -> tuple[Array, Array]:
     """Draws for weights ``w`` ``(R, n)``: ``(num_draws, R)`` int32 indices and the
-    rows' validity (a positive, finite total)."""
+    rows' validity (a positive, finite total).
+
+    Many draws per row go through an alias table (:func:`uses_alias`), few through
+    the descent; both are sound (:func:`guarantee` bounds the two).
+    """
     n = w.shape[-1]
+    if uses_alias(n, num_draws):
+        from . import _alias
+
+        return _alias.sample(key, w, num_draws)
     tables = build(w)
     total_h, _ = totals(tables)
     idx = descend(key, tables, num_draws)
@@ -299,18 +297,26 @@ def sample(key: PRNGKey, w: Array, num_draws: int) -> tuple[Array, Array]:
 
 def guarantee(n: int, epsilon: float, dtype=np.float32) -> tuple[float, float]:
     """The (ε', δ') of one draw of :func:`sample` for rows of ``n`` outcomes, when the
-    exact mechanism is ε-DP with weights from :func:`weights` (SECURITY.md).
+    exact mechanism is ε-DP with weights from :func:`weights` (SECURITY.md): the
+    larger of the descent's and (where it may be used) the alias table's.
 
-    ``ε' = ε + 4 a`` with ``a = 2 u_exp + 2u + (L + 1) 2**-23`` (``u_exp = 2u``,
-    ``L + 1`` levels), and ``δ' = (L + 1) 15 * 2**-40 + n e**-87`` (children of share
-    below 2**-40, and weights below float32's normal range; ``e**-708`` in float64).
+    Descent: ``ε' = ε + 4 a`` with ``a = 2 u_exp + 2u + (L + 1) 2**-23`` (``u_exp =
+    2u``, ``L + 1`` levels), and ``δ' = (L + 1) 15 * 2**-40 + n e**-87`` (children of
+    share below 2**-40, and weights below float32's normal range; ``e**-708`` in
+    float64). Alias table: :func:`jaxdp._alias.guarantee`, plus the same ``n e**-87``.
     """
     u = float(np.finfo(dtype).eps) / 2
     levels = num_levels(n)
     if np.dtype(dtype) == np.float64:
         a = 6 * u + levels * 2.0**-52
         delta = levels * (K - 1) * 2.0**-80 + n * math.exp(-708)
-    else:
-        a = 6 * u + levels * 2.0**-23
-        delta = levels * (K - 1) * SHARE_FLOOR + n * math.exp(-87)
-    return epsilon + 4 * a, delta
+        return epsilon + 4 * a, delta
+    a = 6 * u + levels * 2.0**-23
+    delta = levels * (K - 1) * SHARE_FLOOR + n * math.exp(-87)
+    eps_d, delta_d = epsilon + 4 * a, delta
+    from . import _alias
+
+    if _alias.log2_columns(n) > _alias.MAX_LOG2_COLUMNS:
+        return eps_d, delta_d
+    eps_a, delta_a = _alias.guarantee(n, epsilon, 6 * u)
+    return max(eps_d, eps_a), max(delta_d, delta_a + n * math.exp(-87))

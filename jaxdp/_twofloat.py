@@ -39,3 +39,37 @@ def two_prod(a: Array, b: Array) -> tuple[Array, Array]:
     ah, al = split(a)
     bh, bl = split(b)
     return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+# ----------------------------------------------------------------------------- double-float
+#
+# A double-float is a pair ``(hi, lo)`` of floats with ``|lo| <= ulp(hi) / 2``:
+# about twice the working precision (48 bits in float32).
+
+
+def fast_two_sum(hi: Array, lo: Array) -> tuple[Array, Array]:
+    """Renormalises ``hi + lo`` (``|hi| >= |lo|``) into a double-float."""
+    s = hi + lo
+    return s, lo - (s - hi)
+
+
+def dd_add(ah: Array, al: Array, bh: Array, bl: Array) -> tuple[Array, Array]:
+    """Double-float sum: within ``~2u**2 (|a| + |b|)`` of ``a + b``."""
+    s, e = two_sum(ah, bh)
+    return fast_two_sum(s, e + (al + bl))
+
+
+def dd_mul(ah: Array, al: Array, bh: Array, bl: Array) -> tuple[Array, Array]:
+    """Double-float product: within ``~3u**2 |a b|`` of ``a b``."""
+    p, e = two_prod(ah, bh)
+    return fast_two_sum(p, e + (ah * bl + al * bh))
+
+
+def dd_le(ah: Array, al: Array, bh: Array, bl: Array) -> Array:
+    """``a <= b`` for normalised double-floats."""
+    return (ah < bh) | ((ah == bh) & (al <= bl))
+
+
+def dd_lt(ah: Array, al: Array, bh: Array, bl: Array) -> Array:
+    """``a < b`` for normalised double-floats."""
+    return (ah < bh) | ((ah == bh) & (al < bl))

@@ -92,7 +92,12 @@ def tree_quantiles_np(rng, data, qs, eps, lo, hi):
             return
         mid = idx[len(idx) // 2]
         q_rel = (qs[mid] - qa) / (qb - qa) if qb > qa else 0.5
-        o = smith_quantile_np(rng, d, q_rel, eps / depth, a, b) if len(d) else rng.uniform(a, b)
+        # Smith's mechanism with its tight add/remove sensitivity, as jaxdp.private_quantile
+        sens = max(q_rel, 1.0 - q_rel)
+        if len(d):
+            o = smith_quantile_np(rng, d, q_rel, eps / depth, a, b, sens)
+        else:
+            o = rng.uniform(a, b)
         out[mid] = o
         node(idx[: len(idx) // 2], d[d < o], a, o, qa, qs[mid])
         node(idx[len(idx) // 2 + 1 :], d[d >= o], o, b, qs[mid], qb)

@@ -65,6 +65,7 @@ MECHANISM_SECTIONS = {
     ],
     "Private learning and selection": ["select_hypothesis", "select_private_candidate"],
     "Keys": ["random_key"],
+    "Checking traced arguments": ["checked"],
 }
 CONTINUOUS = ["exponential_piecewise", "private_price", "private_quantile", "private_quantiles"]
 

@@ -21,6 +21,7 @@ from ._additive import gaussian as gaussian
 from ._additive import laplace as laplace
 from ._categorical import private_mode as private_mode
 from ._categorical import randomized_response as randomized_response
+from ._checked import checked as checked
 from ._continuous import exponential_piecewise as exponential_piecewise
 from ._continuous import private_price as private_price
 from ._continuous import private_quantile as private_quantile
@@ -41,6 +42,7 @@ __version__ = "0.1.0"
 __all__ = [
     "accounting",
     "audit",
+    "checked",
     "exponential",
     "exponential_log_probs",
     "exponential_piecewise",

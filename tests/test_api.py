@@ -77,6 +77,7 @@ def test_privacy_parameters_are_keyword_only_without_defaults(name):
         "_top_k",
         "_additive",
         "_categorical",
+        "_checked",
         "_learning",
         "_streaming",
         "_continuous",

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from functools import partial
 
 import jax
 import jax.numpy as jnp
+from jax.experimental import checkify
 
-from . import _checks, _kernels, _noisy_kernels
+from . import _checks, _kernels, _measure, _noisy_kernels
 from ._typing import Array, ArrayLike, PRNGKey
 
 _METHODS = ("auto", "gumbel", "inverse_cdf")
@@ -24,6 +26,7 @@ def exponential(
     shape: Sequence[int] | None = None,
     axis: int = -1,
     method: str = "auto",
+    log_measure: ArrayLike | None = None,
 ) -> Array:
     r"""Draws outcomes with the exponential mechanism.
 
@@ -105,6 +108,8 @@ def exponential(
         fn, key, scores, epsilon, sensitivity, shape, axis
     )
     method = _checks.choice(method, _METHODS, fn, "method")
+    if log_measure is not None:
+        log_measure = _measure_arg(fn, log_measure, scores, _positive_axis(axis, scores.ndim))
     return _exponential_impl(
         key,
         scores,
@@ -113,16 +118,86 @@ def exponential(
         monotonic=_checks.boolean(monotonic, fn, "monotonic"),
         shape=shape,
         method=method,
+        log_measure=log_measure,
+    )
+
+
+def _positive_axis(axis: int, ndim: int) -> int:
+    return operator.index(axis) % ndim  # already checked by selection_args
+
+
+@_checks.eager
+def _measure_arg(fn: str, log_measure: ArrayLike, scores: Array, axis: int) -> Array:
+    """``log_measure`` in the compute dtype, broadcastable to the scores (in their own
+    layout, ``axis`` at ``axis``), returned with ``axis`` moved last like the scores.
+
+    A concrete NaN or ``+inf``, a row of all ``-inf``, or a row where no outcome
+    has both a finite score and a finite log-measure raises ``ValueError``.
+    """
+    lam = _checks.float_array(log_measure, fn, "log_measure")
+    layout = list(scores.shape)  # scores has axis last: restore the caller's layout
+    layout.insert(axis, layout.pop())
+    layout = tuple(layout)
+    try:
+        ok = jnp.broadcast_shapes(lam.shape, layout) == layout
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(
+            f"{fn}: log_measure of shape {lam.shape} must broadcast against the scores of "
+            f"shape {layout} (numpy rules, in the scores' layout; the outcome axis is "
+            f"{axis}) without enlarging them"
+        )
+    lam = jnp.moveaxis(lam.reshape((1,) * (len(layout) - lam.ndim) + lam.shape), axis, -1)
+    if _checks.is_concrete(lam) and lam.size:
+        if bool(jnp.any(jnp.all(lam == -jnp.inf, axis=-1))):
+            raise ValueError(
+                f"{fn}: log_measure must have a finite entry in every row (-inf excludes an "
+                "outcome); a row is all -inf, so no outcome can be selected"
+            )
+        if _checks.is_concrete(scores):
+            live = (scores > -jnp.inf) & (lam > -jnp.inf)
+            if bool(jnp.any(~jnp.any(live, axis=-1))):
+                raise ValueError(
+                    f"{fn}: every row needs an outcome with both a finite score and a finite "
+                    "log_measure; in a row, every outcome with a finite log_measure has a "
+                    "score of -inf, so no outcome can be selected"
+                )
+    return lam
+
+
+def _debug_check_measure(fn: str, scores: Array, log_measure: Array) -> None:
+    checkify.debug_check(
+        ~jnp.any(jnp.isnan(log_measure) | (log_measure == jnp.inf)),
+        f"{fn}: log_measure must not contain NaN or +inf",
+    )
+    live = (scores > -jnp.inf) & (log_measure > -jnp.inf)
+    checkify.debug_check(
+        jnp.all(jnp.any(live, axis=-1)),
+        f"{fn}: every row needs an outcome with both a finite score and a finite log_measure",
     )
 
 
 @partial(jax.jit, static_argnames=("monotonic", "shape", "method"))
-def _exponential_impl(key, scores, epsilon, sensitivity, *, monotonic, shape, method):
+def _exponential_impl(
+    key, scores, epsilon, sensitivity, *, monotonic, shape, method, log_measure=None
+):
     fn = "exponential"
     _checks.debug_check_positive(fn, epsilon=epsilon, sensitivity=sensitivity)
     _checks.debug_check_scores(fn, scores)
     _checks.debug_check_selectable(fn, jnp.max(scores, axis=-1))
     scale = _kernels.scale_factor(epsilon, sensitivity, monotonic, scores.dtype)
+    if log_measure is not None:
+        _debug_check_measure(fn, scores, log_measure)
+        if method == "auto":
+            batch = _kernels.broadcast_batch(
+                scores.shape[:-1], log_measure.shape[:-1], jnp.shape(scale)
+            )
+            num_lead, tail = _kernels.split_shape(shape, batch)
+            method = _kernels.choose_method(num_lead, scores.shape[-1], max(1, len(tail)))
+        idx, rows_ok = _measure.sample(key, scores, log_measure, scale, shape, method)
+        valid = rows_ok & _kernels.params_valid(rows_ok.shape, epsilon, sensitivity)
+        return jnp.where(jnp.broadcast_to(valid, shape), idx, -1)
     logits = _kernels.to_logits(scores, scale)
     if method == "auto":
         num_lead, tail = _kernels.split_shape(shape, logits.shape[:-1])
@@ -145,6 +220,7 @@ def exponential_log_probs(
     sensitivity: ArrayLike,
     monotonic: bool = False,
     axis: int = -1,
+    log_measure: ArrayLike | None = None,
 ) -> Array:
     r"""The exact log-probabilities of :func:`exponential`.
 
@@ -189,10 +265,35 @@ def exponential_log_probs(
     _, scores, epsilon, sensitivity, _ = _checks.selection_args(
         fn, None, scores, epsilon, sensitivity, None, positive_axis, require_key=False
     )
-    out = _log_probs_impl(
-        scores, epsilon, sensitivity, monotonic=_checks.boolean(monotonic, fn, "monotonic")
-    )
+    monotonic = _checks.boolean(monotonic, fn, "monotonic")
+    if log_measure is not None:
+        log_measure = _measure_arg(fn, log_measure, scores, positive_axis)
+        out = _measure_log_probs_impl(
+            scores, epsilon, sensitivity, log_measure, monotonic=monotonic
+        )
+    else:
+        out = _log_probs_impl(scores, epsilon, sensitivity, monotonic=monotonic)
     return jnp.moveaxis(out, -1, positive_axis)
+
+
+@partial(jax.jit, static_argnames=("monotonic",))
+def _measure_log_probs_impl(scores, epsilon, sensitivity, log_measure, *, monotonic):
+    fn = "exponential_log_probs"
+    _checks.debug_check_positive(fn, epsilon=epsilon, sensitivity=sensitivity)
+    _checks.debug_check_scores(fn, scores)
+    _debug_check_measure(fn, scores, log_measure)
+    scale = _kernels.scale_factor(epsilon, sensitivity, monotonic, scores.dtype)
+    n = scores.shape[-1]
+    batch = _kernels.broadcast_batch(scores.shape[:-1], log_measure.shape[:-1], jnp.shape(scale))
+    s, lam, c = (
+        jnp.broadcast_to(scores, batch + (n,)).reshape(-1, n),
+        jnp.broadcast_to(log_measure, batch + (n,)).reshape(-1, n),
+        jnp.broadcast_to(scale, batch).reshape(-1),
+    )
+    out, ok = _measure.log_probs(s, lam, c)
+    valid = ok & _kernels.params_valid(batch, epsilon, sensitivity).reshape(-1)
+    out = jnp.where(valid[:, None], out, jnp.nan)
+    return out.reshape(batch + (n,))
 
 
 @partial(jax.jit, static_argnames=("monotonic",))

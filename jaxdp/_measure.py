@@ -165,7 +165,7 @@ def sample(
         idx = race(fast_key(key), rates(hi, lo), num_lead)
     else:
         idx, total_ok = _descent.sample(fast_key(key), weights(hi, lo), num_lead)
-        ok = ok & total_ok
+        ok = ok & total_ok.reshape(ok.shape)
     return idx.astype(jnp.int32).reshape(shape), ok.reshape(tail)
 
 

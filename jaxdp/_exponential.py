@@ -32,10 +32,12 @@ def exponential(
 
     .. math::
 
-        \Pr[r] = \frac{\exp(\varepsilon\, s_r / (2\Delta))}
-                      {\sum_{r'} \exp(\varepsilon\, s_{r'} / (2\Delta))}
+        \Pr[r] = \frac{\mu(r)\, \exp(\varepsilon\, s_r / (2\Delta))}
+                      {\sum_{r'} \mu(r')\, \exp(\varepsilon\, s_{r'} / (2\Delta))}
 
-    (:math:`\varepsilon s_r / \Delta` in the exponent when ``monotonic``).
+    (:math:`\varepsilon s_r / \Delta` in the exponent when ``monotonic``), with
+    the base measure :math:`\mu = \exp(\texttt{log\_measure})`, uniform
+    (:math:`\mu = 1`) by default.
 
     **Privacy.** If every score changes by at most ``sensitivity`` = Δ between
     neighbouring datasets (add or remove one record), each draw is
@@ -45,6 +47,15 @@ def exponential(
     ε / Δ keeps ε-DP (Dwork & Roth 2014, remark after Thm 3.10). Each draw of a
     batch (``shape``) is a separate ε-DP release: releasing S draws of one
     dataset costs S·ε under basic composition.
+
+    **Base measure.** ``log_measure`` gives a prior weight μ(r) > 0 to each
+    outcome (``-inf``: μ(r) = 0, never selected). McSherry & Talwar (2007)
+    define the mechanism with a base measure, and their Thm 6 holds for any μ
+    that does not depend on the data: μ(r) cancels in the ratio of the
+    probabilities of r under two neighbours, so each draw stays ε-DP (ε/Δ with
+    ``monotonic``) *provided μ is public and chosen without looking at the
+    data*. A μ computed from the private dataset is not covered and can leak
+    it (it is then part of the data, with its own sensitivity).
 
     Args:
       key: a PRNG key, ``jax.random.key(...)`` or legacy ``jax.random.PRNGKey(...)``.
@@ -67,16 +78,27 @@ def exponential(
         ``"inverse_cdf"`` (an ``exp`` and prefix sum once per row, then one
         uniform and an O(log n) search per draw), or ``"auto"`` (the faster one
         for the static sizes, as measured by ``python -m benchmarks``).
+      log_measure: ``None`` (uniform) or a public, data-independent base measure
+        as log-weights log μ(r): a real array that broadcasts against ``scores``
+        in their own layout (numpy rules, ``axis`` included, e.g. ``(n,)`` for
+        ``axis=-1`` or ``(n, 1)`` for ``axis=0`` of 2-d scores) without enlarging
+        them. ``-inf`` excludes an outcome; NaN and ``+inf`` are invalid. It need
+        not be normalised (only differences within a row matter). Computed in the
+        scores' dtype; may be traced (``vmap`` over measures does not recompile).
 
     Returns:
       int32 array of ``shape`` with indices into ``axis``. Under tracing, a row
-      with no valid draw (NaN or +inf scores, all ``-inf``, or ε, Δ not finite
-      and > 0) returns -1 there; ``checkify`` reports why.
+      with no valid draw (NaN or +inf scores or log-measure, no outcome with
+      both a finite score and a finite log-measure, or ε, Δ not finite and > 0)
+      returns -1 there; ``checkify`` reports why.
 
     Raises:
       ValueError: for a concrete ε or Δ that is not finite and > 0; NaN or +inf
         scores; a row of all ``-inf``; an empty outcome axis; a bad ``axis``,
-        ``shape`` or ``method``; a batched key.
+        ``shape`` or ``method``; a batched key. For a concrete ``log_measure``:
+        NaN or ``+inf``, a shape that does not broadcast against the scores, a
+        row of all ``-inf``, or a row where no outcome has both a finite score
+        and a finite log-measure (the message names ``log_measure``).
 
     Examples:
       >>> import jax, jax.numpy as jnp, jaxdp
@@ -84,6 +106,14 @@ def exponential(
       ...                           epsilon=1.0, sensitivity=1.0, shape=(10**6,))
       >>> draws.shape, draws.dtype
       ((1000000,), dtype('int32'))
+
+      A base measure: outcome 1 has 3 times the prior weight of outcome 0, and
+      outcome 2 is excluded.
+
+      >>> lp = jaxdp.exponential_log_probs(jnp.zeros(3), epsilon=1.0, sensitivity=1.0,
+      ...                                  log_measure=jnp.log(jnp.array([1.0, 3.0, 0.0])))
+      >>> [round(p, 4) for p in jnp.exp(lp).tolist()]
+      [0.25, 0.75, 0.0]
 
     .. note::
       Float32 resolution. ``"gumbel"`` uses noise built from all 32 random bits
@@ -96,6 +126,25 @@ def exponential(
       context) scores, logits, sums and uniforms are float64 and the limits drop
       to about 1e-19 and 1e-16. Scores are shifted by their row maximum first
       (integers exactly), so offsets such as 1e30 or 2**24 do not move the law.
+
+    .. note::
+      Finite precision with ``log_measure`` (float32, ``u = 2**-24``). Each
+      outcome's combined logit ε(s_r − m)/(2Δ) + log μ(r) is computed relative to
+      a common shift (about the row's largest combined logit, so the row never
+      underflows whatever the spread of μ) by exact two-float transforms, to an
+      absolute error τ ≤ u²·(20·R_μ + 1400), R_μ the spread (max − min) of the
+      row's finite log μ, a public number: τ ≤ 1.3u for R_μ ≤ 2**20 nats. A plain
+      float32 sum would be off by u·|logit|. The weight (or race rate) is then
+      exact to a relative 2u_exp + 2u + τ, and each draw is (ε', δ')-DP with
+      ``"inverse_cdf"``: ε' = ε + 4(2u_exp + 2u + τ + (L + 1)·2**-23),
+      δ' = (L + 1)·15·2**-40 + n·e**-87 + n·e**(ε − 86) (L + 1 descent levels);
+      ``"gumbel"``: ε' = ε + 54u + 4τ, δ' = n(1 + e**ε')·2**-65. At n = 10**6,
+      ε = 1 and R_μ ≤ 2**20 that is ε' ≤ ε + 4.2e-6 and δ' ≤ 7e-11 (inverse CDF),
+      ε' ≤ ε + 3.6e-6 and δ' ≤ 1e-13 (Gumbel); ``jaxdp._measure.guarantee``
+      computes it and ``SECURITY.md`` ("Finite precision: the base measure")
+      derives it. The rounding of ``log_measure`` itself to float32 is
+      data-independent: it replaces μ by another public measure and costs no
+      privacy.
 
     References:
       F. McSherry and K. Talwar, `Mechanism Design via Differential Privacy
@@ -226,8 +275,11 @@ def exponential_log_probs(
 
     .. math::
 
-        \log \Pr[r] = \frac{\varepsilon s_r}{2\Delta}
-            - \operatorname{logsumexp}_{r'} \frac{\varepsilon s_{r'}}{2\Delta}
+        \log \Pr[r] = \frac{\varepsilon s_r}{2\Delta} + \log\mu(r)
+            - \operatorname{logsumexp}_{r'}
+              \Bigl(\frac{\varepsilon s_{r'}}{2\Delta} + \log\mu(r')\Bigr)
+
+    (``log_measure`` = log μ, 0 by default).
 
     **Privacy.** This is a deterministic function of the scores, not a release:
     it is *not* differentially private. It exists to audit and study the
@@ -240,6 +292,11 @@ def exponential_log_probs(
       sensitivity: Δ > 0, same rules.
       monotonic: static bool, use ε / Δ instead of ε / (2Δ).
       axis: static int, the axis of outcomes.
+      log_measure: ``None`` or the base measure as log-weights, as in
+        :func:`exponential`; ``-inf`` gives log-probability ``-inf``. The combined
+        logits are computed to a few ulp absolute however large the scaled
+        scores and the measure that cancel in them (see :func:`exponential`), so
+        the result is within a few ulp of ``|log Pr[r]|`` of the exact value.
 
     Returns:
       Array of the compute dtype, the scores' shape broadcast with ε and Δ, with

@@ -251,7 +251,7 @@ def guarantee(n: int, epsilon: float, spread: float, method: str, dtype=np.float
     ``spread`` is ``R_mu``, the largest difference between two finite entries of
     a row of ``log_measure`` (public). ``"inverse_cdf"`` (and ``"auto"`` where it
     picks it): the descent's bound with ``4 tau`` added to ε' and the underflow
-    term ``n e**(ε - 86)``; ``"gumbel"``: the race lemma with rates of two
+    term ``n e**(ε - 86)`` added to δ'; ``"gumbel"``: the race lemma with rates of two
     exponentials, ``ε' = ε + 54u + 4 tau``, ``δ' = n (1 + e**ε') 2**-65``.
     """
     u = float(np.finfo(dtype).eps) / 2

@@ -570,3 +570,30 @@ def test_empty_draws():
         jax.random.key(0), SCORES, epsilon=1.0, sensitivity=1.0, shape=(0,), log_measure=LOG_MU
     )
     assert out.shape == (0,)
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("n", [3, 8, 40])  # 16-element chunks: all layouts of the race
+def test_no_key_reuse(monkeypatch, method, n):
+    from jax.experimental.key_reuse._core import check_key_reuse
+
+    monkeypatch.setattr(_measure, "CHUNK_ELEMENTS", 16)
+    scores = jnp.zeros((3, n))
+
+    def call(k):
+        return jaxdp.exponential(
+            k,
+            scores,
+            epsilon=1.0,
+            sensitivity=1.0,
+            shape=(37, 3),
+            method=method,
+            log_measure=jnp.zeros(n),
+        )
+
+    check_key_reuse(call, jax.random.key(0))
+    with jax.debug_key_reuse(True):
+        key = jax.random.key(1)
+        call(key)
+        with pytest.raises(jax.errors.KeyReuseError):
+            call(key)

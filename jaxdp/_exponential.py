@@ -330,7 +330,8 @@ def exponential_log_probs(
         )
     else:
         out = _log_probs_impl(scores, epsilon, sensitivity, monotonic=monotonic)
-    return jnp.moveaxis(out, -1, positive_axis)
+    # Counted from the end: epsilon or sensitivity may add leading batch dims.
+    return jnp.moveaxis(out, -1, positive_axis - scores.ndim)
 
 
 @partial(jax.jit, static_argnames=("monotonic",))

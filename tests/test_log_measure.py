@@ -597,3 +597,24 @@ def test_no_key_reuse(monkeypatch, method, n):
         call(key)
         with pytest.raises(jax.errors.KeyReuseError):
             call(key)
+
+
+@pytest.mark.parametrize("with_measure", [False, True])
+def test_log_probs_with_an_epsilon_batch_keep_outcomes_on_their_axis(with_measure):
+    """Scores (n,) with epsilon (3,): rows are the epsilons, outcomes stay last (a
+    transposition bug of the plain path, fixed with the measure's)."""
+    s = jnp.array([0.0, 1.0, 2.0, 4.0])
+    eps = jnp.array([0.1, 1.0, 10.0])
+    lam = jnp.log(jnp.array([3.0, 1.0, 0.5, 0.1])) if with_measure else None
+    lp = jaxdp.exponential_log_probs(s, epsilon=eps, sensitivity=1.0, log_measure=lam)
+    assert lp.shape == (3, 4)
+    law = measure_law(s, 0.0 if lam is None else lam, np.asarray(eps)[:, None], 1.0)
+    np.testing.assert_allclose(np.exp(np.asarray(lp)), law, rtol=1e-5)
+    # outcomes on axis 0 of (n, 2) scores (batch (2,)), epsilon (3, 1): output (3, n, 2)
+    s2 = jnp.stack([s, -s], axis=1)
+    lam2 = None if lam is None else lam[:, None]
+    lp2 = jaxdp.exponential_log_probs(
+        s2, epsilon=eps[:, None], sensitivity=1.0, axis=0, log_measure=lam2
+    )
+    assert lp2.shape == (3, 4, 2)
+    np.testing.assert_allclose(np.asarray(lp2[:, :, 0]), np.asarray(lp), rtol=1e-6)

@@ -132,19 +132,20 @@ def exponential(
       outcome's combined logit ε(s_r − m)/(2Δ) + log μ(r) is computed relative to
       a common shift (about the row's largest combined logit, so the row never
       underflows whatever the spread of μ) by exact two-float transforms, to an
-      absolute error τ ≤ u²·(20·R_μ + 1400), R_μ the spread (max − min) of the
-      row's finite log μ, a public number: τ ≤ 1.3u for R_μ ≤ 2**20 nats. A plain
-      float32 sum would be off by u·|logit|. The weight (or race rate) is then
-      exact to a relative 2u_exp + 2u + τ, and each draw is (ε', δ')-DP with
-      ``"inverse_cdf"``: ε' = ε + 4(2u_exp + 2u + τ + (L + 1)·2**-23),
-      δ' = (L + 1)·15·2**-40 + n·e**-87 + n·e**(ε − 86) (L + 1 descent levels);
-      ``"gumbel"``: ε' = ε + 54u + 4τ, δ' = n(1 + e**ε')·2**-65. At n = 10**6,
-      ε = 1 and R_μ ≤ 2**20 that is ε' ≤ ε + 4.2e-6 and δ' ≤ 7e-11 (inverse CDF),
-      ε' ≤ ε + 3.6e-6 and δ' ≤ 1e-13 (Gumbel); ``jaxdp._measure.guarantee``
-      computes it and ``SECURITY.md`` ("Finite precision: the base measure")
-      derives it. The rounding of ``log_measure`` itself to float32 is
-      data-independent: it replaces μ by another public measure and costs no
-      privacy.
+      absolute error ``tau <= u**2 (20 R_mu + 1400)``, with ``R_mu`` the spread
+      (max − min) of the row's finite log μ, a public number: ``tau <= 1.26u``
+      for ``R_mu <= 2**20`` nats. A plain float32 sum would be off by u times
+      the logit's magnitude. The weight (or race rate) is then exact to a
+      relative ``2 u_exp + 2u + tau``, and each draw is (ε', δ')-DP with
+      ``"inverse_cdf"``: ``ε' = ε + 4 (2 u_exp + 2u + tau + (L + 1) 2**-23)``,
+      ``δ' = (L + 1) 15 2**-40 + n e**-87 + n e**(ε - 86)`` (``L + 1`` descent
+      levels); ``"gumbel"``: ``ε' = ε + 54u + 4 tau``,
+      ``δ' = n (1 + e**ε') 2**-65``. At n = 10**6, ε = 1 and ``R_mu <= 2**20``
+      that is ε' ≤ ε + 4.2e-6 and δ' ≤ 7e-11 (inverse CDF), ε' ≤ ε + 3.6e-6 and
+      δ' ≤ 1e-13 (Gumbel); ``jaxdp._measure.guarantee`` computes it and
+      ``SECURITY.md`` ("Finite precision: the base measure") derives it. The
+      rounding of ``log_measure`` itself to float32 is data-independent: it
+      replaces μ by another public measure and costs no privacy.
 
     References:
       F. McSherry and K. Talwar, `Mechanism Design via Differential Privacy

@@ -8,7 +8,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from . import _checks, _kernels, _noisy_kernels
+from . import _checks, _kernels, _noisy_kernels, _tabulated
 from ._typing import Array, ArrayLike, PRNGKey
 
 _NOISES = ("laplace", "gumbel", "exponential")
@@ -112,8 +112,15 @@ def _noisy_max_impl(key, scores, epsilon, sensitivity, *, monotonic, shape, nois
     valid = _kernels.row_valid(scores, epsilon, sensitivity)
     # argmax(s + b Z) == argmax(s / b + Z): the logits are the scores over the scale.
     scale = _kernels.scale_factor(epsilon, sensitivity, monotonic, scores.dtype)
-    logits = _kernels.to_logits(scores, scale)
-    idx = _noisy_kernels.noisy_argmax(key, logits, shape, noise, scores=scores, scale=scale)
+    batch = _kernels.broadcast_batch(scores.shape[:-1], jnp.shape(scale))
+    draws_per_row = _kernels.split_shape(shape, batch)[0]
+    if _tabulated.use_table(noise, draws_per_row, scores.shape[-1]):
+        # Many draws per row: the law once per row, then the categorical kernel.
+        idx, rows_ok = _tabulated.draw(key, scores, scale, shape, noise)
+        valid = valid & rows_ok
+    else:
+        logits = _kernels.to_logits(scores, scale)
+        idx = _noisy_kernels.noisy_argmax(key, logits, shape, noise, scores=scores, scale=scale)
     return jnp.where(jnp.broadcast_to(valid, shape), idx, -1)
 
 

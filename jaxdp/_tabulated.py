@@ -240,7 +240,10 @@ def flip_table(p: Array) -> Array:
     n = p.shape[-1]
     sh, sl = flip_integrals(p)
     scale = p.dtype.type(2.0 ** math.ceil(math.log2(max(n, 1))))
-    return _mul(p * scale, jnp.zeros_like(p), sh, sl)[0]
+    # Two roundings (sh + sl, then the product), each of a normal float: a
+    # double-float product here would round partial products of a tiny p to
+    # subnormals, which XLA flushes to 0.
+    return (p * scale) * (sh + sl)
 
 
 def flip_integrals(p: Array) -> tuple[Array, Array]:
@@ -333,7 +336,7 @@ def draw(
     else:
         raise ValueError(f"no tabulated law for noise={noise!r}")
     idx, ok = _descent.sample(fast_key(key), w, num_lead)
-    ok = ok & jnp.isfinite(row_max)
+    ok = ok.reshape(num_rows) & jnp.isfinite(row_max)
     return idx.astype(jnp.int32).reshape(shape), ok.reshape(tail)
 
 
@@ -356,10 +359,11 @@ def guarantee(n: int, epsilon: float, noise: str = "exponential", dtype=np.float
     """(ε', δ') of one tabulated draw for rows of ``n`` (SECURITY.md).
 
     Gumbel: the categorical kernel's :func:`jaxdp._descent.guarantee`. Exponential
-    (permute-and-flip): that plus ``4 (table_error + u)`` on ε, the same δ'.
+    (permute-and-flip): that plus ``4 (table_error + 2u)`` on ε (the table's error
+    and its two final roundings), the same δ'.
     """
     eps, delta = _descent.guarantee(n, epsilon, dtype)
     if noise == "gumbel":
         return eps, delta
     u = float(np.finfo(dtype).eps) / 2
-    return eps + 4 * (table_error(n, dtype) + u), delta
+    return eps + 4 * (table_error(n, dtype) + 2 * u), delta

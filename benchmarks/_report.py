@@ -16,6 +16,7 @@ LABELS = {
     "exponential_auto": "jaxdp.exponential (auto)",
     "exponential_gumbel": "jaxdp.exponential (Gumbel)",
     "report_noisy_max_laplace": "jaxdp.report_noisy_max (Laplace)",
+    "report_noisy_max_gumbel": "jaxdp.report_noisy_max (Gumbel)",
     "permute_and_flip": "jaxdp.permute_and_flip",
     "top_k": "jaxdp.top_k",
     "private_price_exact": "jaxdp.private_price (exact)",

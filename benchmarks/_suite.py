@@ -96,7 +96,7 @@ MODES: dict[str, dict[str, Any]] = {
             for s in (10**4, 10**6, 10**8)
             if (n, s) != (1000, 10**6)
         ],
-        "w1_noise": [(10, 10**5), (1000, 10**4), (10**5, 100), (10**7, 10)],
+        "w1_noise": [(10, 10**5), (1000, 10**4), (1000, 10**6), (10**5, 100), (10**7, 10)],
         "w2": [(1000, 10**4), (1000, 10**5), (10**5, 10**3), (10**5, 10**4)],
         "w4": [(1000, 10**5, 10**4), (10**5, 10**6, 10**5), (10**5, 10**6, 10**3)],
         "loop_draws": 3000,
@@ -311,6 +311,13 @@ def noise_cases(n: int, s: int, mode: dict, mode_name: str) -> list[Case]:
             lambda k, x: jaxdp.permute_and_flip(k, x, **common),
             "noise",
             1,
+        ),
+        jx(
+            f"report_noisy_max_gumbel_{tag}_f32",
+            "jaxdp.report_noisy_max(noise='gumbel')",
+            lambda k, x: jaxdp.report_noisy_max(k, x, noise="gumbel", **common),
+            "em",
+            2,
         ),
         jx(
             f"top_k_k10_{tag}_f32" if n >= 10 else f"top_k_k2_{tag}_f32",

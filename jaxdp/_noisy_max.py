@@ -8,7 +8,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from . import _checks, _kernels, _noisy_kernels
+from . import _checks, _kernels, _noisy_kernels, _tabulated
 from ._typing import Array, ArrayLike, PRNGKey
 
 _NOISES = ("laplace", "gumbel", "exponential")
@@ -52,6 +52,18 @@ def report_noisy_max(
     δ' = 1.0e-16 (n = 10³), 1.0e-13 (n = 10⁶), 2.2e-10 (n = 2³¹). No outcome is
     impossible unless its probability is below 3e-20. Derivation: SECURITY.md,
     "Finite precision: noise-based paths".
+
+    **Many draws per row.** With Gumbel or exponential noise, when the static
+    sizes make it cheaper (many draws of one row, e.g. ``n = 10**3`` and
+    ``shape=(10**6,)``), the law is computed once per row and drawn by the
+    categorical kernel instead of ``n`` variates per draw: Gumbel noise through
+    the exponential mechanism's weights, exponential noise through the exact
+    permute-and-flip law (Gauss-Legendre quadrature of its polynomial, in
+    double-float). Same law; the finite-precision guarantee is then the
+    categorical kernel's: ε' = ε + 2.9e-6 (Gumbel), ε + 3.4e-6 (exponential) and
+    δ' = 4.1e-11 for n ≤ 4096 (``jaxdp._tabulated.guarantee``); derivation:
+    SECURITY.md, "Finite precision: tabulated noisy max". Laplace noise always
+    draws per variate.
 
     Args:
       key: a PRNG key (typed or legacy); one key per call.
@@ -112,8 +124,15 @@ def _noisy_max_impl(key, scores, epsilon, sensitivity, *, monotonic, shape, nois
     valid = _kernels.row_valid(scores, epsilon, sensitivity)
     # argmax(s + b Z) == argmax(s / b + Z): the logits are the scores over the scale.
     scale = _kernels.scale_factor(epsilon, sensitivity, monotonic, scores.dtype)
-    logits = _kernels.to_logits(scores, scale)
-    idx = _noisy_kernels.noisy_argmax(key, logits, shape, noise, scores=scores, scale=scale)
+    batch = _kernels.broadcast_batch(scores.shape[:-1], jnp.shape(scale))
+    draws_per_row = _kernels.split_shape(shape, batch)[0]
+    if _tabulated.use_table(noise, draws_per_row, scores.shape[-1]):
+        # Many draws per row: the law once per row, then the categorical kernel.
+        idx, rows_ok = _tabulated.draw(key, scores, scale, shape, noise)
+        valid = valid & rows_ok
+    else:
+        logits = _kernels.to_logits(scores, scale)
+        idx = _noisy_kernels.noisy_argmax(key, logits, shape, noise, scores=scores, scale=scale)
     return jnp.where(jnp.broadcast_to(valid, shape), idx, -1)
 
 
@@ -136,7 +155,17 @@ def permute_and_flip(
     This is drawn in one vectorised pass through the identity of Ding et al.
     (2021): permute-and-flip is equal in law to report-noisy-max with
     exponential noise Exp(2Δ/ε), i.e. ``argmax(s + Exp(2Δ/ε))``; ties between
-    equal scores are broken uniformly by the continuous noise.
+    equal scores are broken uniformly by the continuous noise. When a row is
+    drawn many times (e.g. ``n = 10**3``, ``shape=(10**6,)``), its exact law
+
+    .. math::
+
+        P(r) = p_r \int_0^1 \prod_{j \ne r} (1 - p_j t)\, dt, \qquad
+        p_j = e^{\varepsilon (s_j - s^*) / (2\Delta)},
+
+    a polynomial of degree n - 1, is computed once by Gauss-Legendre quadrature
+    with ⌈n/2⌉ nodes (exact for it) in double-float, and drawn by the categorical
+    kernel (for n ≤ 4096, when the static sizes make it cheaper).
 
     **Privacy.** ε-DP for scores of sensitivity Δ (McKenna & Sheldon 2020, Thm 1;
     with ε / Δ for monotonic scores, their §4). Its expected score gap is never
@@ -150,7 +179,11 @@ def permute_and_flip(
     ε' = ε + 40·2⁻²⁴ = ε + 2.4e-6 and δ' = n·(1 + e^ε')·2⁻⁶⁵; at ε = 1,
     δ' = 1.0e-16 (n = 10³), 1.0e-13 (n = 10⁶), 2.2e-10 (n = 2³¹). No outcome is
     impossible unless its probability is below 3e-20. Derivation: SECURITY.md,
-    "Finite precision: noise-based paths".
+    "Finite precision: noise-based paths". When the law is tabulated (many
+    draws per row), each draw is instead (ε + 3.4e-6, 4.1e-11)-DP for n ≤ 4096
+    (the table's relative error, ≤ 3e-10, and the categorical kernel's
+    guarantee; ``jaxdp._tabulated.guarantee``); derivation: SECURITY.md,
+    "Finite precision: tabulated noisy max".
 
     Args:
       key: a PRNG key (typed or legacy); one key per call.

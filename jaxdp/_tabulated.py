@@ -1,0 +1,369 @@
+"""Noisy-max laws tabulated once per row, then drawn by the categorical kernel.
+
+For calls with many draws per row (one score vector, ``shape=(S,)`` with ``S``
+large), paying ``n`` noise values per draw is wasteful when the *law* of the
+noisy argmax can be computed once per row and sampled by
+:func:`jaxdp._descent.sample`:
+
+* **Gumbel noise** (``report_noisy_max(noise="gumbel")``): the Gumbel-max
+  trick, so the law is the exponential mechanism's, ``softmax(c s)``. The
+  weights are :func:`jaxdp._descent.weights`, exactly as
+  ``exponential(method="inverse_cdf")`` computes them.
+* **Exponential noise** (``report_noisy_max(noise="exponential")`` and
+  ``permute_and_flip``, the same law): with acceptance probabilities
+  ``p_j = exp(-c (max s - s_j))``,
+
+  .. math::
+
+      P(i) = p_i \\int_0^1 \\prod_{j \\ne i} (1 - p_j t)\\, dt ,
+
+  a polynomial of degree ``n - 1`` in ``t``, so Gauss-Legendre quadrature with
+  ``m = ceil(n / 2)`` nodes integrates it exactly (:func:`flip_table`).
+* **Laplace noise** is not tabulated: its law is an integral of products of
+  piecewise-exponential CDFs with ``n`` breakpoints, which no fixed quadrature
+  integrates exactly; it keeps the per-draw race.
+
+How the table is computed (the error analysis is in ``SECURITY.md``,
+"Finite precision: tabulated noisy max"):
+
+* ``p_j`` are the categorical kernel's weights (relative error ``2 u_exp + 2u``
+  at any logit), clipped at ``e**-80`` like the race's rates (the same
+  mechanism on the utility ``max(s_j, max s - 80/c)``, exactly as private) and
+  at 1. The table is then computed for *these* float ``p_j``: a relative error
+  ``eta`` in ``p_j`` is a perturbation of ``s_j`` by at most ``eta / c``, which
+  moves permute-and-flip's law by at most ``exp(+-2 eta)``.
+* Each factor is ``1 - p_j t = q_j + p_j v`` with ``q_j = 1 - p_j`` exact as a
+  double-float (TwoSum) and ``v = 1 - t`` a node stored to 48 bits *relative*
+  (:func:`gauss_legendre` computes ``v`` by Newton's method on a recurrence in
+  ``v`` itself, so nodes next to ``t = 1`` keep their relative accuracy): the
+  sum of two non-negative double-floats, so every factor is relatively exact to
+  ``~u**2`` however close ``p_j t`` is to 1.
+* The integrand at each node ``t_k`` is ``G_k / (q_i + p_i v_k)`` with
+  ``G_k = prod_j (q_j + p_j v_k)`` (a double-float product reduction), summed
+  over the nodes with positive weights: all terms are non-negative, so the
+  relative error stays ``~n u**2`` for every ``i``, however small ``P(i)``.
+  Nodes whose ``G_k`` is below ``2**-64`` are dropped (so no intermediate
+  leaves float32's normal range); since the integral is at least ``1 / n``,
+  what they carry is below ``2**-64 n sum_k w_k / v_k`` relative.
+
+Cost per row: ``m n`` double-float factors (a few dozen flops each), then
+the kernel's per-draw cost. :func:`use_table` picks this path when its cost
+model says it is the cheaper, and only for ``n <= MAX_CANDIDATES``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _descent
+from ._kernels import broadcast_batch, fast_key, split_shape
+from ._twofloat import split, two_sum
+from ._typing import Array, PRNGKey
+
+#: Largest row tabulated for exponential noise (the table costs ``n**2 / 2``
+#: double-float factors per row).
+MAX_CANDIDATES = 4096
+
+#: Cost of building the permute-and-flip table, per ``n**2`` and row, in units of
+#: one race variate (measured: 3.3 at n = 1000, 4.9 at n = 2048; 2-core EPYC).
+TABLE_COST = 5.0
+
+#: Cost of one draw of the categorical kernel (:func:`jaxdp._descent.sample`), in
+#: units of one race variate: the descent's three levels cost ~1 us a draw against
+#: ~4.5 ns a variate (2-core EPYC, jax 0.10.2). To be measured again when the
+#: kernel changes (an alias table would make it a few units).
+KERNEL_DRAW_COST = 250.0
+
+#: Acceptance probabilities are clipped below at ``e**-LOGIT_FLOOR``, as the race's rates.
+LOGIT_FLOOR = 80.0
+
+#: Nodes whose product ``G_k`` is below this are dropped (no subnormal intermediates).
+PRODUCT_FLOOR = 2.0**-64
+
+#: Elements (rows x nodes x candidates) of the factor array computed at a time.
+CHUNK_ELEMENTS = 1 << 19
+
+
+# ----------------------------------------------------------------------------- nodes
+
+
+@functools.lru_cache(maxsize=64)
+def gauss_legendre(m: int) -> tuple[np.ndarray, np.ndarray]:
+    """Gauss-Legendre nodes and weights on [0, 1], float64, each *relatively* accurate.
+
+    Returns ``(v, w)``, ascending ``v``: the ``m`` nodes (the set ``{t_k}`` equals
+    the set ``{1 - t_k}``, so ``v`` serves as ``1 - t``) and their weights
+    (positive, summing to 1). ``sum_k w_k f(v_k) = int_0^1 f`` for every polynomial
+    of degree ``<= 2m - 1``.
+
+    The nodes ``v <= 1/2`` are the roots of ``P_m(1 - 2v)``, found by Newton's
+    method on the recurrence for ``D_k = P_k - P_{k-1}`` in ``v`` (no ``1 - x``
+    cancellation, so ``v`` has relative error ~1e-15 even next to 0, where
+    ``numpy.polynomial.legendre.leggauss`` loses it: 2e-12 at ``m = 500``); the
+    others are ``1 - v`` of those. Weights ``4 v (1 - v) / (m P_{m-1})**2``.
+    Checked against mpmath by ``tests/test_tabulated.py``.
+    """
+    if m < 1:
+        raise ValueError(f"gauss_legendre: m must be >= 1, got {m}")
+    half = (m + 1) // 2  # nodes with v <= 1/2
+    k = np.arange(1, half + 1, dtype=np.float64)
+    v = np.sin((4 * k - 1) * np.pi / (4 * m + 2) / 2) ** 2  # Tricomi's first guess
+
+    def legendre(v: np.ndarray, degree: int) -> tuple[np.ndarray, np.ndarray]:
+        """(P_degree, P_{degree-1}) at x = 1 - 2v, by the D-recurrence."""
+        prev, cur, d = np.ones_like(v), 1 - 2 * v, -2 * v
+        if degree == 0:
+            return prev, np.zeros_like(v)
+        for j in range(1, degree):
+            d = (j * d - 2 * (2 * j + 1) * v * cur) / (j + 1)
+            prev, cur = cur, cur + d
+        return cur, prev
+
+    for _ in range(8):
+        pm, pm1 = legendre(v, m)
+        x = 1 - 2 * v
+        slope = -2 * m * (pm1 - x * pm) / (4 * v * (1 - v))  # d P_m(1 - 2v) / dv
+        v = v - pm / slope
+    if m % 2:
+        v[-1] = 0.5  # the middle node, exactly
+    pm1 = legendre(v, m)[1]
+    w = 4 * v * (1 - v) / (m * pm1) ** 2
+    upper = slice(half - 1 - m % 2, None, -1) if half - m % 2 > 0 else slice(0, 0)
+    v_all = np.concatenate([v, 1 - v[upper]])
+    w_all = np.concatenate([w, w[upper]])
+    return v_all, w_all / math.fsum(w_all)
+
+
+def _double(x: np.ndarray, dtype) -> tuple[Array, Array]:
+    """float64 ``x`` as a (hi, lo) pair of ``dtype``: 48 bits relative in float32."""
+    hi = x.astype(dtype)
+    lo = (x - hi.astype(np.float64)).astype(dtype)
+    return jnp.asarray(hi), jnp.asarray(lo)
+
+
+def integral_bounds(n: int) -> tuple[float, float]:
+    """``(m, sum_k w_k / v_k)`` for rows of ``n``: the node count, and the factor
+    that bounds the mass of dropped nodes (SECURITY.md)."""
+    m = max(1, (n + 1) // 2)
+    v, w = gauss_legendre(m)
+    return m, float(np.sum(w / v))
+
+
+# ----------------------------------------------------------------------------- double-float
+#
+# XLA contracts ``a * b + c`` into a fused multiply-add (on CPU too: about a
+# quarter of float32 ``a * b + c`` differ from the separately rounded result), and
+# may rewrite ``(x + C) - C`` into ``x`` when ``C`` is a constant. Either breaks an
+# error-free transform whose operand is a *rounded* product or a constant. So here
+# every product that feeds an error-free transform is exact (a product of 12-bit
+# halves, whose contraction changes nothing), rounded products only feed plain
+# sums of small terms (where a contraction only removes a rounding), and constants
+# pass through an optimisation barrier first.
+
+
+def _fast_sum(hi, e):
+    """Normalise ``hi + e`` (``|e|`` at most about ``u |hi|``) into a (hi, lo) pair."""
+    s = hi + e
+    return s, e - (s - hi)
+
+
+def _prod(a, b):
+    """``a * b`` of two floats as an unnormalised pair ``(hi, e)``, exact up to
+    ``u**2 |a b|``, from the four exact products of their halves (no rounded
+    product enters an error-free transform)."""
+    a1, a2 = split(a)
+    b1, b2 = split(b)
+    q, qe = two_sum(a1 * b2, a2 * b1)
+    hi, e = two_sum(a1 * b1, q)
+    return hi, e + (qe + a2 * b2)
+
+
+def _add(ah, al, bh, bl):
+    """Sum of two non-negative double-floats (relative error ~2u**2)."""
+    s, e = two_sum(ah, bh)
+    return _fast_sum(s, e + (al + bl))
+
+
+def _mul(ah, al, bh, bl):
+    """Product of two double-floats (relative error ~4u**2)."""
+    hi, e = _prod(ah, bh)
+    return _fast_sum(hi, e + (ah * bl + al * bh))
+
+
+def _div(ah, al, bh, bl):
+    """Quotient of two positive double-floats (relative error ~4u**2)."""
+    q1 = ah / bh
+    b1, b2 = split(bh)
+    c1, c2 = split(q1)
+    # r = a - q1 b: ah - q1_1 b1 is exact (Sterbenz: it is ~2**-12 ah), and so is
+    # its difference with the middle terms (both ~2**-12 ah, their difference ~u ah).
+    m, me = two_sum(c1 * b2, c2 * b1)
+    r = ((ah - c1 * b1) - m) - ((me + c2 * b2) + (q1 * bl - al))
+    q2 = r / bh
+    return _fast_sum(q1, q2)
+
+
+def _reduce(hi, lo, combine, init, axis):
+    zero = jnp.zeros((), hi.dtype)
+    one = jnp.asarray(init, hi.dtype)
+
+    def comb(a, b):
+        return combine(a[0], a[1], b[0], b[1])
+
+    return jax.lax.reduce((hi, lo), (one, zero), comb, (axis,))
+
+
+# ----------------------------------------------------------------------------- tables
+
+
+def acceptance(scores: Array, row_max: Array, scale: Array) -> Array:
+    """Permute-and-flip's acceptance probabilities ``exp(-c (max s - s_j))`` in [e**-80, 1]
+    (0 for ``-inf`` scores), from the categorical kernel's weights. ``scale`` is
+    rounded down inside (:func:`jaxdp._descent.scale_down`)."""
+    w = _descent.weights(scores, row_max, _descent.scale_down(scale))
+    floor = scores.dtype.type(np.exp(-LOGIT_FLOOR))
+    p = jnp.clip(w, floor, 1)
+    return jnp.where(scores == -jnp.inf, jnp.zeros_like(p), p)
+
+
+def flip_table(p: Array) -> Array:
+    """Weights ``(R, n)`` proportional to permute-and-flip's law for acceptance
+    probabilities ``p`` ``(R, n)`` in [0, 1] (one of them 1 per valid row), each to
+    a relative error of about ``n u**2`` before its final rounding (SECURITY.md).
+    Scaled by ``2**ceil(log2 n)`` (exact) so that every positive entry is a normal
+    float: the integral is in [1/n, 1] and ``p`` in [e**-80, 1]."""
+    n = p.shape[-1]
+    sh, sl = flip_integrals(p)
+    scale = p.dtype.type(2.0 ** math.ceil(math.log2(max(n, 1))))
+    # Two roundings (sh + sl, then the product), each of a normal float: a
+    # double-float product here would round partial products of a tiny p to
+    # subnormals, which XLA flushes to 0.
+    return (p * scale) * (sh + sl)
+
+
+def flip_integrals(p: Array) -> tuple[Array, Array]:
+    """``int_0^1 prod_{j != i} (1 - p_j t) dt`` for each ``i``, as a double-float pair
+    ``(R, n)``, by Gauss-Legendre quadrature with ``ceil(n / 2)`` nodes (exact for
+    the polynomial); permute-and-flip's law is ``p_i`` times it."""
+    num_rows, n = p.shape
+    dtype = p.dtype
+    m = max(1, (n + 1) // 2)
+    v, w = gauss_legendre(m)
+    per = max(1, min(m, CHUNK_ELEMENTS // max(1, num_rows * n)))
+    blocks = -(-m // per)
+    pad = blocks * per - m
+    # Padding nodes get weight 0 (and v = 1: harmless factors).
+    v = np.concatenate([v, np.ones(pad)]).reshape(blocks, per)
+    w = np.concatenate([w, np.zeros(pad)]).reshape(blocks, per)
+    vh, vl = _double(v, dtype)
+    wh, wl = _double(w, dtype)
+    # 1 - p exactly. The barrier keeps XLA from rewriting (1 + b) - 1 into b inside
+    # TwoSum, which it does when an operand is a constant (the error term is lost).
+    qh, ql = two_sum(jax.lax.optimization_barrier(jnp.ones_like(p)), -p)
+    ps = p[:, None, :]  # (R, 1, n)
+    qh, ql = qh[:, None, :], ql[:, None, :]
+    floor = dtype.type(PRODUCT_FLOOR)
+
+    def block(acc, xs):
+        bvh, bvl, bwh, bwl = xs  # (per,)
+        # Factors 1 - p_j t_k = q_j + p_j v_k: (R, per, n), relatively exact.
+        ph, pe = _prod(ps, bvh[None, :, None])
+        fh, fl = _add(qh, ql, ph, pe + ps * bvl[None, :, None])
+        gh, gl = _reduce(fh, fl, _mul, 1.0, 2)  # (R, per): prod over all j
+        ah, al = _mul(gh, gl, bwh[None, :], bwl[None, :])
+        keep = gh >= floor
+        ah = jnp.where(keep, ah, 0)
+        al = jnp.where(keep, al, 0)
+        th, tl = _div(ah[..., None], al[..., None], fh, fl)  # (R, per, n)
+        sh, sl = _reduce(th, tl, _add, 0.0, 1)  # (R, n)
+        return _add(acc[0], acc[1], sh, sl), None
+
+    zero = jnp.zeros((num_rows, n), dtype)
+    return jax.lax.scan(block, (zero, zero), (vh, vl, wh, wl))[0]
+
+
+# ----------------------------------------------------------------------------- dispatch
+
+
+def use_table(noise: str, draws_per_row: int, n: int) -> bool:
+    """Whether :func:`draw` (tabulate, then the categorical kernel) is used: when it
+    is the cheaper for these static sizes. The race costs ``n`` variates a draw;
+    the table ``TABLE_COST n**2`` a row for exponential noise (``n`` exps for
+    Gumbel noise) plus ``KERNEL_DRAW_COST`` a draw."""
+    race = draws_per_row * n
+    if noise == "gumbel":
+        return draws_per_row > 1 and race >= KERNEL_DRAW_COST * draws_per_row + 4 * n
+    if noise == "exponential":
+        table = TABLE_COST * n * n + KERNEL_DRAW_COST * draws_per_row
+        return n <= MAX_CANDIDATES and draws_per_row > 1 and race >= table
+    return False
+
+
+def draw(
+    key: PRNGKey, scores: Array, scale: Array, shape: tuple[int, ...], noise: str
+) -> tuple[Array, Array]:
+    """Draws of ``shape`` from the noisy-max law of ``noise`` (``"gumbel"`` or
+    ``"exponential"``), tabulated per row: ``(int32 shape, batch-shaped ok)``.
+
+    ``scores`` ``(*batch, n)`` float; ``scale`` the unrounded ``epsilon / (2
+    sensitivity)`` (or ``/ sensitivity``) broadcasting with the batch.
+    """
+    if scores.dtype != jnp.float64:
+        scores = scores.astype(jnp.float32)
+    dtype = scores.dtype
+    n = scores.shape[-1]
+    batch = broadcast_batch(scores.shape[:-1], jnp.shape(scale))
+    num_lead, tail = split_shape(shape, batch)
+    if math.prod(shape) == 0:
+        return jnp.zeros(shape, jnp.int32), jnp.ones(tail, bool)
+    num_rows = math.prod(tail)
+    rows = jnp.broadcast_to(scores, tail + (n,)).reshape(num_rows, n)
+    info = jnp.finfo(dtype)
+    c = jnp.clip(jnp.asarray(scale, dtype), info.tiny, info.max)
+    c = jnp.broadcast_to(jnp.broadcast_to(c, batch), tail).reshape(num_rows)
+    row_max = jnp.max(rows, axis=-1)
+    # A row without a finite maximum is invalid (masked by the caller); keep it NaN-free.
+    safe_max = jnp.where(jnp.isfinite(row_max), row_max, 0)
+    if noise == "gumbel":
+        w = _descent.weights(rows, safe_max, _descent.scale_down(c))
+    elif noise == "exponential":
+        w = flip_table(acceptance(rows, safe_max, c))
+    else:
+        raise ValueError(f"no tabulated law for noise={noise!r}")
+    idx, ok = _descent.sample(fast_key(key), w, num_lead)
+    ok = ok.reshape(num_rows) & jnp.isfinite(row_max)
+    return idx.astype(jnp.int32).reshape(shape), ok.reshape(tail)
+
+
+# ----------------------------------------------------------------------------- guarantee
+
+
+def table_error(n: int, dtype=np.float32) -> float:
+    """Bound on the relative error of each :func:`flip_table` entry against the exact
+    law of its float ``p`` (before the final rounding to ``dtype``)."""
+    u = float(np.finfo(dtype).eps) / 2
+    m, spread = integral_bounds(n)
+    node = 2 * u * u + 1e-14  # 48-bit pairs (float32) of nodes computed to <= 1e-14
+    weight = 2 * u * u + 1e-10  # weights computed to <= 1e-10 (tests/test_tabulated.py)
+    arithmetic = (8 * n + 2 * m + 20) * u * u
+    underflow = 4 * n * 2.0**-62 + PRODUCT_FLOOR * n * spread
+    return n * node + weight + arithmetic + underflow
+
+
+def guarantee(n: int, epsilon: float, noise: str = "exponential", dtype=np.float32):
+    """(ε', δ') of one tabulated draw for rows of ``n`` (SECURITY.md).
+
+    Gumbel: the categorical kernel's :func:`jaxdp._descent.guarantee`. Exponential
+    (permute-and-flip): that plus ``4 (table_error + 2u)`` on ε (the table's error
+    and its two final roundings), the same δ'.
+    """
+    eps, delta = _descent.guarantee(n, epsilon, dtype)
+    if noise == "gumbel":
+        return eps, delta
+    u = float(np.finfo(dtype).eps) / 2
+    return eps + 4 * (table_error(n, dtype) + 2 * u), delta

@@ -1,0 +1,310 @@
+"""Noisy max tabulated once per row (jaxdp._tabulated): the quadrature's nodes, the
+permute-and-flip table against exact laws in high precision, the draws' laws, the
+dispatch between the table and the race, and the finite-precision guarantee."""
+
+import jax
+import jax.numpy as jnp
+import mpmath
+import numpy as np
+import pytest
+import scipy.stats
+from laws import assert_matches_law, exponential_law, permute_and_flip_law
+
+import jaxdp
+from jaxdp import _noisy_max, _tabulated
+
+U = 2.0**-24
+
+
+# ----------------------------------------------------------------------------- exact laws
+
+
+def exact_integrals(p, dps=60):
+    """int_0^1 prod_{j != i} (1 - p_j t) dt for each i, expanding the polynomial in mpmath."""
+    mpmath.mp.dps = dps
+    ps = [mpmath.mpf(float(x)) for x in p]
+    out = []
+    for i in range(len(ps)):
+        poly = [mpmath.mpf(1)]
+        for j, a in enumerate(ps):
+            if j == i:
+                continue
+            poly = [x - a * y for x, y in zip(poly + [0], [0] + poly, strict=True)]
+        out.append(sum(c / (d + 1) for d, c in enumerate(poly)))
+    return np.array([float(x) for x in out])
+
+
+def exact_grouped_integrals(p, counts, dps=40):
+    """int_0^1 prod_{j != i} (1 - p_j t) dt for an outcome of each group (``counts[g]``
+    outcomes with acceptance probability ``p[g]``), by mpmath quadrature."""
+    mpmath.mp.dps = dps
+    p = [mpmath.mpf(q) for q in p]
+
+    def integrand(t, g):
+        prod = mpmath.mpf(1)
+        for q, k in zip(p, counts, strict=True):
+            prod *= (1 - q * t) ** k
+        return prod / (1 - p[g] * t)
+
+    return [mpmath.quad(lambda t, g=g: integrand(t, g), [0, 1]) for g in range(len(p))]
+
+
+def exact_grouped_law(levels, counts, c, dps=40):
+    """Permute-and-flip's law per group of equal scores (``counts[g]`` outcomes at
+    score ``levels[g]``, scale ``c``), by mpmath quadrature of the grouped integrand."""
+    mpmath.mp.dps = dps
+    top = max(levels)
+    p = [mpmath.exp(-mpmath.mpf(c) * (top - mpmath.mpf(s))) for s in levels]
+    integrals = exact_grouped_integrals(p, counts, dps)
+    law = [k * q * i for k, q, i in zip(counts, p, integrals, strict=True)]
+    total = mpmath.fsum(law)
+    assert abs(total - 1) < mpmath.mpf(10) ** -20, total
+    return np.array([float(x / total) for x in law])
+
+
+def _table_integrals(p):
+    sh, sl = _tabulated.flip_integrals(jnp.asarray(p, jnp.float32)[None])
+    return np.asarray(sh, np.float64)[0] + np.asarray(sl, np.float64)[0]
+
+
+def _adversarial_rows():
+    rng = np.random.default_rng(0)
+    rows = {}
+    for n in (2, 5, 17, 80):
+        p = np.exp(-rng.exponential(3, size=n)).astype(np.float32)
+        p[rng.integers(n)] = 1
+        rows[f"random{n}"] = p
+    rows["ties"] = np.ones(64, np.float32)
+    rows["near_one"] = (1 - np.float32(U) * np.arange(64)).astype(np.float32)
+    rows["dominant_then_tiny"] = np.r_[1, np.full(63, np.exp(-79.9))].astype(np.float32)
+    rows["huge_gaps"] = np.exp(-np.array([0, 1e-6, 5, 20, 40, 60, 79.9] * 9)).astype(np.float32)
+    rows["ties_and_near_ties"] = np.r_[np.ones(30), np.full(30, 1 - 2**-23), [2**-20]].astype(
+        np.float32
+    )
+    rows["excluded"] = np.r_[1, 0.5, 0, 0, 0.25].astype(np.float32)  # -inf scores: p = 0
+    return rows
+
+
+# ----------------------------------------------------------------------------- nodes
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 7, 64, 500, 2048])
+def test_gauss_legendre_nodes_relatively_exact(m):
+    """Nodes to 1e-14 *relative* (also next to 0, where 1 - t from leggauss is off by
+    1e-12 at m = 500), weights to 1e-10, against mpmath."""
+    v, w = _tabulated.gauss_legendre(m)
+    assert v.shape == w.shape == (m,)
+    assert np.all(np.diff(v) > 0) and np.all(w > 0) and abs(w.sum() - 1) < 1e-15
+    np.testing.assert_allclose(v, 1 - v[::-1], rtol=0, atol=1e-16)
+    mpmath.mp.dps = 50
+    picks = sorted({0, min(1, m - 1), m // 3, m // 2, m - 1})
+    for i in picks:
+        # Newton's method in mpmath on P_m(1 - 2y), from the float64 node
+        y = mpmath.mpf(v[i])
+        for _ in range(6):
+            x = 1 - 2 * y
+            pm, pm1 = mpmath.legendre(m, x), mpmath.legendre(m - 1, x)
+            slope = m * (x * pm - pm1) / (x**2 - 1)  # P_m'(x)
+            y = y + pm / (2 * slope)
+        x = 1 - 2 * y
+        slope = m * (x * mpmath.legendre(m, x) - mpmath.legendre(m - 1, x)) / (x**2 - 1)
+        weight = 1 / ((1 - x**2) * slope**2)
+        assert abs(float(v[i] / y - 1)) < 1e-14, (i, v[i], y)
+        assert abs(float(w[i] / weight - 1)) < 1e-10, (i, w[i], weight)
+
+
+@pytest.mark.parametrize("m", [1, 2, 5, 12])
+def test_gauss_legendre_exact_to_degree_2m_minus_1(m):
+    v, w = _tabulated.gauss_legendre(m)
+    for k in range(2 * m):
+        assert abs(np.sum(w * v**k) - 1 / (k + 1)) < 1e-14 * (k + 1)
+    if m <= 5:  # and not beyond: the check can fail
+        assert abs(np.sum(w * v ** (2 * m)) - 1 / (2 * m + 1)) > 1e-6
+
+
+# ----------------------------------------------------------------------------- table
+
+
+@pytest.mark.parametrize("name", sorted(_adversarial_rows()))
+def test_flip_integrals_relative_error_within_bound(name):
+    """Every entry of the table, however small, against the exact integral of the
+    same float p (mpmath, 60 digits): relative error within table_error(n)."""
+    p = _adversarial_rows()[name]
+    got = _table_integrals(p)
+    exact = exact_integrals(p)
+    bound = _tabulated.table_error(len(p))
+    err = np.abs(got / exact - 1)
+    assert err.max() <= bound, (err.max(), bound)
+    assert bound < 1e-9
+
+
+def test_flip_integrals_negative_controls():
+    """The same checks catch a quadrature with half the nodes (not exact for the
+    degree), and float32 factors ``1 - p t`` (the cancellation near t = 1 that the
+    pairs avoid)."""
+    p = _adversarial_rows()["near_one"]
+    exact = exact_integrals(p)
+    bound = _tabulated.table_error(len(p))
+    v, w = _tabulated.gauss_legendre(len(p) // 4)
+    f = (1 - p.astype(np.float64))[None, :] + p[None, :] * v[:, None]
+    short = (w[:, None] * f.prod(1)[:, None] / f).sum(0)
+    assert np.abs(short / exact - 1).max() > bound
+    v, w = _tabulated.gauss_legendre(len(p) // 2)
+    t = (1 - v).astype(np.float32)
+    f32 = (1 - p[None, :] * t[:, None]).astype(np.float64)  # float32 factors
+    naive = (w[:, None] * f32.prod(1)[:, None] / f32).sum(0)
+    assert np.abs(naive / exact - 1).max() > 1e3 * bound
+
+
+@pytest.mark.parametrize("n", [1000, 4096])
+def test_flip_table_large_rows_against_grouped_law(n):
+    """Grouped scores (near-ties to gaps of 79) at the sizes the table is used for:
+    each integral against mpmath quadrature of the same float p (relative error
+    within table_error(n)), and each table entry against the exact law (within the
+    bound plus the two final float32 roundings, twice for the normalisation)."""
+    levels = [0.0, -1e-6, -1e-3, -0.5, -3.0, -30.0, -79.0]
+    counts = [1, n // 8, n // 8, n // 4, n // 4, n // 8]
+    counts.append(n - sum(counts))
+    scores = np.repeat(np.array(levels, np.float32), counts)
+    p = _tabulated.acceptance(jnp.asarray(scores)[None], jnp.zeros(1), jnp.ones(1))
+    starts = np.cumsum([0] + counts[:-1])
+    group_p = np.asarray(p, np.float64)[0][starts]  # the float p actually used
+    exact = np.array([float(x) for x in exact_grouped_integrals(group_p, counts)])
+    got = _table_integrals(np.asarray(p)[0])
+    err = np.abs(got / np.repeat(exact, counts) - 1)
+    assert err.max() <= _tabulated.table_error(n), (err.max(), _tabulated.table_error(n))
+    table = np.asarray(_tabulated.flip_table(p), np.float64)[0]
+    law = np.array(counts) * group_p * exact
+    law = np.repeat(law / law.sum() / np.array(counts), counts)
+    err = np.abs(table / table.sum() / law - 1)
+    bound = 2 * (_tabulated.table_error(n) + 2 * U)
+    assert err.max() <= bound, (err.max(), bound)
+
+
+# ----------------------------------------------------------------------------- draws
+
+SCORES = np.array([0.0, 1.0, 2.0, 2.0, 3.5, -1.0])
+EPS, DELTA = 1.1, 0.9
+
+
+def _draw(noise, scores, eps, shape, monotonic=False, key=0):
+    scale = eps / (DELTA if monotonic else 2 * DELTA)
+    idx, ok = _tabulated.draw(
+        jax.random.key(key), jnp.asarray(scores, jnp.float32), jnp.float32(scale), shape, noise
+    )
+    assert np.all(np.asarray(ok))
+    return np.asarray(idx)
+
+
+@pytest.mark.parametrize("monotonic", [False, True])
+def test_table_draws_permute_and_flip_law(monotonic):
+    draws = _draw("exponential", SCORES, EPS, (10**6,), monotonic)
+    assert_matches_law(draws, permute_and_flip_law(SCORES, EPS, DELTA, monotonic))
+    with pytest.raises(AssertionError):  # PF is not the exponential mechanism
+        assert_matches_law(draws, exponential_law(SCORES, EPS, DELTA, monotonic))
+    with pytest.raises(AssertionError):
+        assert_matches_law(draws, permute_and_flip_law(SCORES, 0.95 * EPS, DELTA, monotonic))
+
+
+@pytest.mark.parametrize("monotonic", [False, True])
+def test_table_draws_gumbel_law(monotonic):
+    draws = _draw("gumbel", SCORES, EPS, (10**6,), monotonic, key=1)
+    assert_matches_law(draws, exponential_law(SCORES, EPS, DELTA, monotonic))
+    with pytest.raises(AssertionError):
+        assert_matches_law(draws, permute_and_flip_law(SCORES, EPS, DELTA, monotonic))
+
+
+def test_table_draws_batched_rows_neg_inf_and_ties():
+    rows = np.array([[0.0, -np.inf, 2.0, 2.0, 1.0], [5.0, 5.0, 5.0, 5.0, -np.inf]])
+    draws = _draw("exponential", rows, 2.0, (300_000, 2), key=2)
+    law0 = np.zeros(5)
+    finite = np.isfinite(rows[0])
+    law0[finite] = permute_and_flip_law(rows[0][finite], 2.0, DELTA)
+    assert_matches_law(draws[:, 0], law0)
+    assert_matches_law(draws[:, 1], np.array([1, 1, 1, 1, 0]) / 4)
+    with pytest.raises(AssertionError):
+        assert_matches_law(draws[:, 1], np.array([1.1, 1, 1, 1, 0]) / 4.1)
+
+
+def test_public_api_large_row_grouped_law():
+    """permute_and_flip at n = 512, W1 shape (the table path), grouped: chi-square
+    against the exact grouped law, and the check fails at a wrong epsilon."""
+    n, draws_per_row = 512, 200_000
+    assert _tabulated.use_table("exponential", draws_per_row, n)
+    levels, counts = [0.0, -0.5, -2.0, -6.0], [2, 10, 100, n - 112]
+    scores = np.repeat(np.array(levels), counts)
+    rng = np.random.default_rng(0)
+    perm = rng.permutation(n)
+    groups = np.repeat(np.arange(len(levels)), counts)[perm]
+    draws = jaxdp.permute_and_flip(
+        jax.random.key(3), scores[perm], epsilon=2.0, sensitivity=1.0, shape=(draws_per_row,)
+    )
+    law = exact_grouped_law(levels, counts, 1.0)
+    counts_seen = np.bincount(groups[np.asarray(draws)], minlength=len(levels))
+    assert scipy.stats.chisquare(counts_seen, law * draws_per_row).pvalue > 1e-3
+    wrong = exact_grouped_law(levels, counts, 0.95)
+    assert scipy.stats.chisquare(counts_seen, wrong * draws_per_row).pvalue < 1e-3
+
+
+# ----------------------------------------------------------------------------- dispatch
+
+
+def test_dispatch_takes_both_paths(monkeypatch):
+    """W1 shapes (many draws of a moderate row) take the table; one draw per row, Laplace
+    noise and rows beyond MAX_CANDIDATES take the race."""
+    calls = []
+    real = _tabulated.draw
+
+    def spy(*args):
+        calls.append(args[-1])
+        return real(*args)
+
+    monkeypatch.setattr(_tabulated, "draw", spy)
+    jax.clear_caches()
+    row = jnp.linspace(-3.0, 0.0, 1000)
+    kw = dict(epsilon=1.0, sensitivity=1.0)
+    jaxdp.permute_and_flip(jax.random.key(0), row, shape=(10**4,), **kw)
+    jaxdp.report_noisy_max(jax.random.key(0), row, noise="gumbel", shape=(10**4,), **kw)
+    assert calls == ["exponential", "gumbel"]
+    jaxdp.permute_and_flip(jax.random.key(0), jnp.tile(row, (3, 1)), **kw)  # one draw per row
+    jaxdp.report_noisy_max(jax.random.key(0), row, noise="laplace", shape=(10**4,), **kw)
+    jaxdp.permute_and_flip(jax.random.key(0), jnp.zeros(5000), shape=(10**5,), **kw)
+    assert calls == ["exponential", "gumbel"]
+    assert not _tabulated.use_table("exponential", 1, 1000)
+    assert not _tabulated.use_table("laplace", 10**8, 1000)
+    assert not _tabulated.use_table("exponential", 10**8, _tabulated.MAX_CANDIDATES + 1)
+    assert _tabulated.use_table("exponential", 10**6, 1000)
+
+
+@pytest.mark.parametrize("noise", ["gumbel", "exponential"])
+def test_small_rows_through_the_table(monkeypatch, noise):
+    """With the kernel's draw cost set to 0 the small-row W1 calls take the table too,
+    and keep the exact laws (the existing tests cover the race at these sizes)."""
+    monkeypatch.setattr(_tabulated, "KERNEL_DRAW_COST", 0.0)
+    jax.clear_caches()
+    assert _tabulated.use_table(noise, 10**5, len(SCORES))
+    fn = _noisy_max.report_noisy_max
+    draws = fn(
+        jax.random.key(4), SCORES, epsilon=EPS, sensitivity=DELTA, noise=noise, shape=(10**5,)
+    )
+    law = (permute_and_flip_law if noise == "exponential" else exponential_law)(SCORES, EPS, DELTA)
+    assert_matches_law(draws, law)
+    # invalid (traced) rows give -1 on the table path as on the race
+    bad = jax.jit(
+        lambda s: fn(jax.random.key(0), s, epsilon=1.0, sensitivity=1.0, noise=noise, shape=(64, 2))
+    )
+    out = np.asarray(bad(jnp.array([[0.0, 1.0, 2.0], [np.nan, 0.0, 1.0]])))
+    assert np.all(out[:, 1] == -1) and np.all(out[:, 0] >= 0)
+    jax.clear_caches()
+
+
+# ----------------------------------------------------------------------------- guarantee
+
+
+@pytest.mark.parametrize("n", [2, 1000, _tabulated.MAX_CANDIDATES])
+@pytest.mark.parametrize("noise", ["gumbel", "exponential"])
+def test_guarantee_meets_targets(n, noise):
+    eps, delta = _tabulated.guarantee(n, 1.0, noise)
+    assert 1.0 < eps <= 1.0 + 1e-5 and 0 < delta <= 1e-10
+    if noise == "exponential":
+        assert _tabulated.table_error(n) < 1e-8

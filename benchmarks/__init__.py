@@ -16,4 +16,5 @@ Workloads (names like ``exponential_inverse_cdf_n1e3_s1e6_f32``: ``n`` candidate
 * **W2**: one draw for each of B distinct rows (Monte Carlo over datasets).
 * **W3**: report-noisy-max with Laplace noise on the W1 and W2 shapes.
 * **W4**: continuous pricing, exact (``private_price``), against a discretised grid.
+* **C1-C6**: call shapes of issue 11, each timed against its fast twin (``_shapes.py``).
 """

@@ -83,14 +83,34 @@ def progress(entry: dict, wall: float, done: int = 0, total: int = 0) -> None:
             f"{count}{entry['name']}: {_si(entry['draws_per_s'])} draws/s, "
             f"median {_ms(entry['median_s'])} ms ({wall:.1f} s)"
         )
+        if entry.get("ratio") is not None:
+            line += f", {entry['pair_target']['target']} {entry['ratio']:.3g}"
     print(line, file=sys.stderr, flush=True)
 
 
 def target_verdict(t: dict) -> str:
-    """``met (2.71 vs >= 1.5)``, ``missed (0.8 vs >= 1)`` or ``not measured``."""
-    if t["met"] is None:
+    """``met (2.71 vs >= 1.5)``, ``missed (1.8 vs <= 1.3)``, ``reported (1.2)`` or
+    ``not measured``. ``op`` (default ``>=``) says which way the target points."""
+    if t["value"] is None:
         return "not measured"
-    return f"{'met' if t['met'] else 'missed'} ({t['value']:.3g} vs >= {t['required']:g})"
+    if t.get("required") is None:
+        return f"reported ({t['value']:.3g}, no target)"
+    op = t.get("op", ">=")
+    return f"{'met' if t['met'] else 'missed'} ({t['value']:.3g} vs {op} {t['required']:g})"
+
+
+def pair_target(e: dict) -> dict:
+    """The target of a call-shape row (``e["pair_target"]``) with its measured ratio."""
+    t = e["pair_target"]
+    value, required, op = e.get("ratio"), t["required"], t["op"] or ">="
+    met = None
+    if value is not None and required is not None:
+        met = bool(value >= required) if op == ">=" else bool(value <= required)
+    return {**t, "op": op, "value": value, "met": met}
+
+
+def _required(t: dict) -> str:
+    return "-" if t.get("required") is None else f"{t.get('op', '>=')} {t['required']:g}"
 
 
 def _short(x: float) -> str:
@@ -226,13 +246,20 @@ def targets(payload: dict) -> list[dict]:
     res = payload["results"]
     out: list[dict] = []
 
-    def add(target: str, value: float | None, required: float, detail: str) -> None:
+    def add(
+        target: str, value: float | None, required: float | None, detail: str, op: str = ">="
+    ) -> None:
+        if value is None or required is None:
+            met = None
+        else:
+            met = bool(value >= required) if op == ">=" else bool(value <= required)
         out.append(
             {
                 "target": target,
                 "value": value,
                 "required": required,
-                "met": None if value is None else bool(value >= required),
+                "op": op,
+                "met": met,
                 "detail": detail,
             }
         )
@@ -303,6 +330,11 @@ def targets(payload: dict) -> list[dict]:
             w1s = [e["draws_per_s"] for e in big if e["workload"] == "W1" and e["draws"] >= 1e8]
             add("GPU W2 candidates/s", max(w2s) if w2s else None, 1e11, "best W2 shape")
             add("GPU W1 draws/s at S >= 1e8", max(w1s) if w1s else None, 1e10, "S >= 1e8")
+        for e in res:  # the call shapes (C1-C6), each against its fast twin
+            if "pair_target" in e and e["backend"] == backend and "skipped" not in e:
+                t = pair_target(e)
+                add(f"{e['workload']} {t['target']}{suffix}", t["value"], t["required"],
+                    e["name"], op=t["op"])  # fmt: skip
     return out
 
 
@@ -377,6 +409,27 @@ def markdown(payload: dict) -> str:
             + (f"{_ms(floor['floor_s'])} ms ({floor['bound']}) | " if floor else "- | ")
             + (f"{100 * e['fraction_of_floor']:.1f}% |" if floor else "- |")
         )
+    shapes = [e for e in payload["results"] if "pair_target" in e]
+    if shapes:
+        lines += [
+            "",
+            "Call shapes against their fast twins (timed alternately in one process; ratio: "
+            "the median of the per-round ratios; compile rows time trace + lower + compile "
+            "from empty caches):",
+            "",
+            "| shape | W | call shape | " + ("backend | " if multi else "") + "fast twin | "
+            "shape ms | twin ms | ratio | target | verdict |",
+            "|---|---|---|" + ("---|" if multi else "") + "---|---|---|---|---|---|",
+        ]
+        for e in shapes:
+            t = e["pair_target"]
+            lines.append(
+                f"| {e['name']} | {e['workload']} | {e['impl']} | "
+                + (f"{e['backend']} | " if multi else "")
+                + f"{e['twin']['impl']} | {_ms(e['median_s'])} | {_ms(e['twin']['median_s'])} "
+                f"| {e['ratio']:.3g} ({t['target']}) | {_required(t)} | "
+                f"{target_verdict(pair_target(e))} |"
+            )
     lines += [
         "",
         "`*` per-draw loops: the time of a short run (the rate is extrapolated to the "
@@ -390,7 +443,7 @@ def markdown(payload: dict) -> str:
     for t in payload["targets"]:
         v = "-" if t["value"] is None else f"{t['value']:.3g}"
         verdict = target_verdict(t)
-        lines.append(f"| {t['target']} ({t['detail']}) | {v} | >= {t['required']:g} | {verdict} |")
+        lines.append(f"| {t['target']} ({t['detail']}) | {v} | {_required(t)} | {verdict} |")
     if payload["notes"]:
         lines += ["", "Notes:", ""] + [f"- {n}" for n in payload["notes"]]
     return "\n".join(lines)
@@ -443,7 +496,7 @@ def _plots(payload: dict, out: Path, compare: dict | None) -> list[Path]:
         return []
     mode = payload["mode"]
     multi = len(payload["backends"]) > 1
-    res = [e for e in payload["results"] if "skipped" not in e]
+    res = [e for e in payload["results"] if "skipped" not in e and e["workload"].startswith("W")]
     written: list[Path] = []
 
     # 1. W1 throughput against n: lines on log-log axes, one per implementation.
@@ -519,6 +572,8 @@ def _plots(payload: dict, out: Path, compare: dict | None) -> list[Path]:
     for p in [payload] + ([compare] if compare else []):
         for e in p["results"]:
             if "skipped" in e or e["library"] not in ("jaxdp", "jax"):
+                continue
+            if not e["workload"].startswith("W"):
                 continue
             by_backend.setdefault(e["backend"], {})[e["name"]] = e
     if "cpu" in by_backend and "gpu" in by_backend:

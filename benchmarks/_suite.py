@@ -22,7 +22,7 @@ import numpy as np
 import jaxdp
 from jaxdp import _kernels
 
-from . import _baselines, _floors, _machine, _paths, _report
+from . import _baselines, _floors, _machine, _paths, _report, _shapes
 from ._timing import Measurement, time_jax, time_python
 
 EPS, DELTA = 1.0, 1.0
@@ -576,6 +576,39 @@ def w4_cases(num_bids: int, s: int, grid: int, mode: dict) -> list[Case]:
     ]
 
 
+def shape_cases(mode_name: str) -> list[Case]:
+    """The issue-11 call shapes (C1-C6), each timed against its fast twin, interleaved."""
+    mode = MODES[mode_name]
+    cases = []
+    for pair in _shapes.pairs(mode_name):
+        repeats = _shapes.SIZES[mode_name]["c5_repeats"] if pair.metric == "compile" else None
+
+        def run(device, pair=pair, repeats=repeats) -> Measurement:
+            with jax.default_device(device):
+                m, info = _shapes.measure(
+                    pair, repeats or max(3, mode["repeats"]), mode["budget_s"]
+                )
+            m.extra.update(info)
+            return m
+
+        cases.append(
+            Case(
+                pair.name,
+                pair.workload,
+                pair.impl,
+                "jaxdp",
+                "compile" if pair.metric == "compile" else pair.law,
+                pair.n,
+                pair.draws_per_row,
+                pair.rows,
+                run,
+                True,
+                tags=("shape",),
+            )
+        )
+    return cases
+
+
 NOTES: list[str] = []
 
 
@@ -592,6 +625,7 @@ def build_cases(mode_name: str) -> list[Case]:
         cases += w2_cases(n, rows, mode, mode_name, main=i == 0)
     for num_bids, s, grid in mode["w4"]:
         cases += w4_cases(num_bids, s, grid, mode)
+    cases += shape_cases(mode_name)
     seen: set[str] = set()
     unique = []
     for c in cases:
@@ -641,6 +675,9 @@ def run_case(case: Case, device: jax.Device | None, backend: str, rates: dict | 
     draws_timed = case.draws_per_call or case.total_draws
     entry.update(m.as_dict())
     entry["extrapolated_from_draws"] = case.draws_per_call
+    if case.law == "compile":  # the times are compile times: no throughput
+        entry["draws_per_s"] = entry["candidates_per_s"] = None
+        return entry
     entry["draws_per_s"] = draws_timed / m.median_s
     entry["candidates_per_s"] = entry["draws_per_s"] * case.n
     if rates is not None and case.law in ("em", "noise"):

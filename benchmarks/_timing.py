@@ -23,6 +23,7 @@ class Measurement:
     peak_bytes: int | None = None
     memory_note: str = ""
     notes: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)  # merged into the result entry
 
     @property
     def median_s(self) -> float:
@@ -34,6 +35,7 @@ class Measurement:
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        d.update(d.pop("extra"))
         d["median_s"] = self.median_s
         d["min_s"] = self.min_s
         return d
@@ -113,3 +115,64 @@ def best_rate(work: float, fn: Callable[..., Any], args: Sequence[Any], repeats:
     """``work / fastest time`` of a jitted ``fn``: a peak rate for the floors."""
     m = time_jax(fn, args, repeats=repeats, budget_s=5.0)
     return work / m.min_s
+
+
+# ----------------------------------------------------------------------------- pairs
+
+
+def compiled_call(fn: Callable[..., Any], args: Sequence[Any]) -> tuple[Callable[[], Any], float]:
+    """(a zero-argument call of the compiled ``jax.jit(fn)`` on ``args``, compile seconds)."""
+    t0 = time.perf_counter()
+    compiled = jax.jit(fn).lower(*args).compile()
+    compile_s = time.perf_counter() - t0
+    return (lambda: jax.block_until_ready(compiled(*args))), compile_s
+
+
+def cold_compile(fn: Callable[..., Any], args: Sequence[Any]) -> Callable[[], Any]:
+    """A call that traces, lowers and compiles ``jax.jit(fn)`` from empty caches.
+
+    ``jax.clear_caches()`` first, so that neither the jit caches nor jaxdp's own
+    jitted inner layers hold a compiled program: the time a user waits at the
+    first call. ``args`` may be ``jax.ShapeDtypeStruct``: nothing runs.
+    """
+
+    def call() -> None:
+        jax.clear_caches()
+        jax.jit(fn).lower(*args).compile()
+
+    return call
+
+
+def time_interleaved(
+    subject: Callable[[], Any],
+    twin: Callable[[], Any],
+    *,
+    repeats: int,
+    budget_s: float,
+    warm_up: bool = True,
+) -> tuple[list[float], list[float], list[float]]:
+    """Times two zero-argument calls alternately, in ABBA order, after one warm-up each
+    (unless ``warm_up`` is False: calls that compile from cold every time).
+
+    Returns (subject times, twin times, per-round ratios subject / twin). On a
+    shared machine the load drifts; alternating the two inside every round puts
+    both under the same load, so the median of the per-round ratios is steadier
+    than the ratio of two medians taken one after the other.
+    """
+    if warm_up:
+        subject()
+        twin()
+    ts: list[float] = []
+    tt: list[float] = []
+    spent = 0.0
+    for i in range(max(1, repeats)):
+        order = ((subject, ts), (twin, tt)) if i % 2 == 0 else ((twin, tt), (subject, ts))
+        for call, out in order:
+            t0 = time.perf_counter()
+            call()
+            dt = time.perf_counter() - t0
+            out.append(dt)
+            spent += dt
+        if spent > budget_s and i >= 1:
+            break
+    return ts, tt, [a / b for a, b in zip(ts, tt, strict=True)]

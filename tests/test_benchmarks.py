@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("matplotlib")
 
 from benchmarks import __main__ as cli  # noqa: E402
-from benchmarks import _floors, _paths, _report, _suite  # noqa: E402
+from benchmarks import _floors, _paths, _report, _shapes, _suite  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = (
@@ -86,6 +86,8 @@ def test_targets_read_met_or_missed():
     assert _report.target_verdict(met) == "met (2.5 vs >= 1.5)"
     assert _report.target_verdict(missed) == "missed (0.8 vs >= 1)"
     assert _report.target_verdict({"met": None, "value": None, "required": 1}) == "not measured"
+    slower = {"met": False, "value": 1.8, "required": 1.3, "op": "<="}
+    assert _report.target_verdict(slower) == "missed (1.8 vs <= 1.3)"
 
 
 def test_labels_are_words():
@@ -157,3 +159,61 @@ def test_names_and_floors():
     assert floor["bound"] == "rng" and floor["floor_s"] == pytest.approx(1e-2)
     assert _floors.gpu_named_floors("NVIDIA H100 80GB HBM3")["hbm_bytes_per_s"] == 3.0e12
     assert _floors.gpu_named_floors("NVIDIA H200")["hbm_bytes_per_s"] == 4.3e12
+
+
+def test_call_shapes_cover_the_issue_and_build_in_every_mode():
+    for mode in _suite.MODES:
+        pairs = _shapes.pairs(mode)
+        names = [p.name for p in pairs]
+        assert len(set(names)) == len(names)
+        assert {p.workload for p in pairs} == {f"C{i}" for i in range(1, 7)}
+        for p in pairs:
+            assert p.name.startswith(p.workload.lower() + "_")
+            assert (p.op is None) == (p.required is None)
+    quick = _shapes.SIZES["quick"]
+    assert quick["c1"] == (256, 32768) and quick["c2"] == (12, 1024, 1000)
+    assert [n for n, _ in quick["c4"]] == [10, 1000, 10**5] and quick["c5"] == (1000, 10**5)
+
+
+def test_call_shapes_report_ratio_and_target(tmp_path, monkeypatch):
+    import jax.numpy as jnp
+
+    def cheap(mode_name):  # stand-ins: the plumbing, not jaxdp's kernels
+        args = lambda: (jnp.arange(8.0),)  # noqa: E731
+        specs = (jnp.zeros(8),)
+        return [
+            _shapes.Pair(
+                "c9_fake_slowdown_n8_s1", "C9", "x * 2", "x + 1", 8, 1, 1,
+                _shapes._jit(lambda x: x * 2, args), _shapes._jit(lambda x: x + 1, args),
+                "slowdown", "<=", 1e9, "fake / twin time",
+            ),
+            _shapes.Pair(
+                "c9_fake_speedup_n8_s1", "C9", "x * 2", "x + 1", 8, 1, 1,
+                _shapes._jit(lambda x: x * 2, args), _shapes._jit(lambda x: x + 1, args),
+                "speedup", ">=", 1e9, "twin / fake time",
+            ),
+            _shapes.Pair(
+                "c9_fake_compile", "C9", "compile x * 2", "compile x + 1", 8, 1, 1,
+                _shapes._cold(lambda x: x * 2, specs), _shapes._cold(lambda x: x + 1, specs),
+                "slowdown", None, None, "fake compile time", metric="compile",
+            ),
+        ]  # fmt: skip
+
+    monkeypatch.setattr(_shapes, "pairs", cheap)
+    argv = ["--smoke", "--only", "^c9_", "--no-progress", "--no-plots", "--out", str(tmp_path)]
+    assert cli.main(argv) == 0
+    payload = json.loads((tmp_path / "results_smoke.json").read_text())
+    rows = {e["name"]: e for e in payload["results"]}
+    assert set(rows) == {"c9_fake_slowdown_n8_s1", "c9_fake_speedup_n8_s1", "c9_fake_compile"}
+    for e in rows.values():
+        assert "skipped" not in e, e
+        assert e["ratio"] > 0 and len(e["ratios"]) == len(e["times"]) == len(e["twin"]["times"])
+    assert rows["c9_fake_compile"]["draws_per_s"] is None
+    targets = {t["detail"]: t for t in payload["targets"] if t["target"].startswith("C9")}
+    assert targets["c9_fake_slowdown_n8_s1"]["met"] is True  # <= 1e9
+    assert targets["c9_fake_speedup_n8_s1"]["met"] is False  # >= 1e9
+    assert targets["c9_fake_compile"]["met"] is None
+    assert _report.target_verdict(targets["c9_fake_compile"]).startswith("reported")
+    md = (tmp_path / "results_smoke.md").read_text()
+    assert "Call shapes against their fast twins" in md and "c9_fake_compile" in md
+    assert "missed (" in md and "<= 1e+09" in md

@@ -167,11 +167,14 @@ def build(w: Array) -> tuple[Array, Array, Array]:
     p, pe = tf.two_prod(q_h, t_h)
     q_l = ((f32(size) - p) - pe - q_h * t_l) / t_h
     zero = jnp.zeros_like(w)
+    # The constant 1 enters TwoSums below: hidden from XLA's simplifier, which
+    # would rewrite (1 + x) - 1 to x and zero the error term.
+    one = jnp.broadcast_to(jax.lax.optimization_barrier(f32(1)), w.shape)
     c_h, c_l = tf.dd_mul(w, zero, q_h, q_l)
-    heavy = tf.dd_le(jnp.ones_like(c_h), zero, c_h, c_l)
+    heavy = tf.dd_le(one, zero, c_h, c_l)
     # Deficits 1 - c of lights, surpluses c - 1 of heavies (both >= 0), scanned in
     # the rows' own order: lights and heavies need not be separated.
-    g_h, g_l = tf.two_sum(jnp.where(heavy, c_h, 1), jnp.where(heavy, -1, -c_h))
+    g_h, g_l = tf.two_sum(jnp.where(heavy, c_h, one), jnp.where(heavy, -one, -c_h))
     g_h, g_l = tf.fast_two_sum(g_h, g_l + jnp.where(heavy, c_l, -c_l))
     d_h, d_l = _scan(jnp.where(heavy, zero, g_h), jnp.where(heavy, zero, g_l))
     s_h, s_l = _scan(jnp.where(heavy, g_h, zero), jnp.where(heavy, g_l, zero))
@@ -193,7 +196,7 @@ def build(w: Array) -> tuple[Array, Array, Array]:
     k_star = _lower_bound(d_h, d_l, s_h, s_l, steps, strict=True)
     found = k_star < size
     at = jnp.minimum(k_star, size - 1)
-    r_h, r_l = tf.dd_add(jnp.ones_like(s_h), zero, s_h, s_l)
+    r_h, r_l = tf.dd_add(one, zero, s_h, s_l)
     r_h, r_l = tf.dd_add(r_h, r_l, -_flat_take(d_h, at), -_flat_take(d_l, at))
     later = jnp.where(heavy, pos, size)
     next_heavy = jax.lax.cummin(

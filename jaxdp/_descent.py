@@ -51,6 +51,7 @@ Per draw and level: ``K`` gathers, a 16-element sort and one 64-bit uniform.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -244,24 +245,41 @@ def _choose(key: PRNGKey, hi: list, lo: list) -> Array:
 
 
 def descend(key: PRNGKey, tables: list[tuple[Array, Array]], num_draws: int) -> Array:
-    """``(num_draws, R)`` indices drawn with probability ∝ the level-0 weights."""
+    """``(num_draws, R)`` indices drawn with probability ∝ the level-0 weights.
+
+    The levels run in one ``lax.fori_loop`` (top first), whose carry ``node`` is
+    materialised at every level: unrolled, XLA:CPU duplicated each level's
+    elementwise choice into the next level's gathers and into every consumer of
+    the result (``O(L**2)`` copies of the sorting network, and compile times of
+    tens of seconds); ``optimization_barrier`` is dropped there. Levels differ in
+    width, so the body picks its level's gather with ``lax.switch``.
+    """
     num_rows = tables[0][0].shape[0]
-    keys = jax.random.split(key, len(tables))
+    levels = len(tables)
+    keys = jax.random.split(key, levels)
     rows = jax.lax.broadcasted_iota(jnp.int32, (num_draws, num_rows), 1)
-    node = jnp.zeros((num_draws, num_rows), jnp.int32)
-    for level, sub in zip(reversed(range(len(tables))), keys, strict=True):
+    lanes = jnp.arange(K, dtype=jnp.int32)
+
+    def gather(level: int, node: Array) -> tuple[Array, Array]:
         hi, lo = tables[level]
-        width = hi.shape[-1]
-        base = rows * width + node * K
         # One gather of K lanes per table: a single producer, rather than K small
         # gathers that XLA fuses into (and recomputes in) each consumer.
-        at = base[..., None] + jnp.arange(K, dtype=jnp.int32).reshape((1,) * base.ndim + (K,))
-        block_h, block_l = hi.reshape(-1)[at], lo.reshape(-1)[at]
+        at = (rows * hi.shape[-1] + node * K)[..., None] + lanes
+        block_h = hi.reshape(-1)[at]
+        if level == 0:  # the leaves' low parts are exactly 0: not a loop operand
+            return block_h, jnp.zeros_like(block_h)
+        return block_h, lo.reshape(-1)[at]
+
+    branches = [functools.partial(gather, level) for level in reversed(range(levels))]
+
+    def body(t: Array, node: Array) -> Array:
+        block_h, block_l = jax.lax.switch(t, branches, node)
         child = _choose(
-            sub, [block_h[..., j] for j in range(K)], [block_l[..., j] for j in range(K)]
+            keys[t], [block_h[..., j] for j in range(K)], [block_l[..., j] for j in range(K)]
         )
-        node = node * K + child
-    return node
+        return node * K + child
+
+    return jax.lax.fori_loop(0, levels, body, jnp.zeros((num_draws, num_rows), jnp.int32))
 
 
 def uses_alias(n: int, num_draws: int) -> bool:

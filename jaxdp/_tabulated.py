@@ -79,6 +79,10 @@ TABLE_COST = 5.0
 #: kernel changes (an alias table would make it a few units).
 KERNEL_DRAW_COST = 250.0
 
+#: The same for a draw from the alias table (:mod:`jaxdp._alias`), where the
+#: categorical kernel uses one (many draws per row).
+ALIAS_DRAW_COST = 5.0
+
 #: Acceptance probabilities are clipped below at ``e**-LOGIT_FLOOR``, as the race's rates.
 LOGIT_FLOOR = 80.0
 
@@ -295,11 +299,14 @@ def use_table(noise: str, draws_per_row: int, n: int) -> bool:
     is the cheaper for these static sizes. The race costs ``n`` variates a draw;
     the table ``TABLE_COST n**2`` a row for exponential noise (``n`` exps for
     Gumbel noise) plus ``KERNEL_DRAW_COST`` a draw."""
+    from . import _tuning
+
     race = draws_per_row * n
+    per_draw = ALIAS_DRAW_COST if _tuning.use_alias(n, draws_per_row) else KERNEL_DRAW_COST
     if noise == "gumbel":
-        return draws_per_row > 1 and race >= KERNEL_DRAW_COST * draws_per_row + 4 * n
+        return draws_per_row > 1 and race >= per_draw * draws_per_row + 4 * n
     if noise == "exponential":
-        table = TABLE_COST * n * n + KERNEL_DRAW_COST * draws_per_row
+        table = TABLE_COST * n * n + per_draw * draws_per_row
         return n <= MAX_CANDIDATES and draws_per_row > 1 and race >= table
     return False
 

@@ -281,6 +281,7 @@ def test_small_rows_through_the_table(monkeypatch, noise):
     """With the kernel's draw cost set to 0 the small-row W1 calls take the table too,
     and keep the exact laws (the existing tests cover the race at these sizes)."""
     monkeypatch.setattr(_tabulated, "KERNEL_DRAW_COST", 0.0)
+    monkeypatch.setattr(_tabulated, "ALIAS_DRAW_COST", 0.0)
     jax.clear_caches()
     assert _tabulated.use_table(noise, 10**5, len(SCORES))
     fn = _noisy_max.report_noisy_max

@@ -1,0 +1,232 @@
+"""The alias table (jaxdp._alias), the categorical kernel's path for many draws per
+row: its implemented law computed exactly from the stored tables, the privacy of
+that law on adversarial neighbours, the sampled law at every table size, and the
+dispatch between it and the descent."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.stats
+
+import jaxdp
+from jaxdp import _alias, _descent, _kernels, _tuning
+
+
+def implemented_law(w):
+    """The exact law of :func:`_alias.draw` for the tables built from ``w`` ``(n,)``,
+    in float64: column ``j`` keeps ``j`` with probability ``t_j`` (its 64 - b bit
+    threshold) and gives the rest to its alias."""
+    packed, low, ok = (np.asarray(x)[0] for x in _alias.build(jnp.asarray(w)[None]))
+    size = packed.shape[0]
+    b = int(math.log2(size))
+    high = (packed >> np.uint32(b)).astype(np.float64)
+    alias = (packed & np.uint32(size - 1)).astype(np.int64)
+    t = (high * 2.0**32 + low.astype(np.float64)) / 2.0 ** (64 - b)
+    p = np.zeros(size)
+    np.add.at(p, np.arange(size), t)
+    np.add.at(p, alias, 1 - t)
+    return p / size, bool(ok)
+
+
+def _weights(scores, eps, monotonic=False, sensitivity=1.0):
+    scores = jnp.asarray(scores, jnp.float32)
+    c = _descent.scale_down(
+        jnp.float32(eps) / jnp.float32(sensitivity if monotonic else 2 * sensitivity)
+    )
+    return _descent.weights(scores[None], scores.max()[None], c[None])[0]
+
+
+def _exact(scores, eps, monotonic=False):
+    s = np.asarray(scores, np.float64)
+    logits = eps * (s - s.max()) / (1.0 if monotonic else 2.0)
+    p = np.exp(logits)
+    return p / p.sum()
+
+
+ROWS = {
+    "one": [0.0],
+    "two": [0.0, -1.0],
+    "three": [0.0, -1.0, -2.0],
+    "uniform": np.zeros(1000),
+    "normal": np.random.default_rng(0).normal(size=1000) * 20,
+    "dominant then tiny": np.r_[0.0, np.full(4095, -170.0)],
+    "tiny then dominant": np.r_[np.full(500, -150.0), 0.0, np.full(523, -60.0)],
+    "ties at one column": np.r_[np.zeros(512), np.full(512, -1e-7)],
+    "wide": -np.random.default_rng(1).exponential(size=2**17) * 30,
+}
+
+
+@pytest.mark.parametrize("name", list(ROWS))
+def test_implemented_law_is_within_the_bound(name):
+    """Every outcome's implemented probability is within the relative bound of
+    the weights' law, and the absolute leftovers sum below the stated δ'."""
+    scores = np.asarray(ROWS[name], np.float32)
+    n = scores.size
+    w = np.asarray(_weights(scores, 2.0), np.float64)
+    p, ok = implemented_law(w.astype(np.float32))
+    assert ok
+    assert np.all(p[n:] == 0)  # padding columns are never drawn
+    p, q = p[:n], w / w.sum()
+    b = _alias.log2_columns(n)
+    a_t = 16 * 2.0**-48 * 2**b * (b + 1)
+    grid = 2.0 ** -(62 - b)  # per column, a few units of the fixed point
+    excess = np.abs(p - q) - a_t * q
+    assert np.all(excess <= grid * 4), excess.max()
+    assert np.sum(np.maximum(excess, 0)) <= 2.0 ** -(61 - b)
+    eps_p, delta_p = _alias.guarantee(n, 2.0, 6 * 2.0**-24)
+    assert np.sum(np.maximum(excess, 0)) * (1 + math.exp(eps_p)) <= delta_p
+
+
+def test_implemented_law_catches_a_wrong_table():
+    """The check above fails for a table built from slightly wrong weights."""
+    w = np.asarray(_weights(ROWS["normal"], 2.0), np.float64)
+    p, _ = implemented_law((w * (1 + 1e-6 * np.arange(w.size) / w.size)).astype(np.float32))
+    q = w / w.sum()
+    pos = q > 0
+    assert np.max(np.abs(p[: w.size][pos] / q[pos] - 1)) > 1e-7
+
+
+def _privacy_loss(pa, pb, eps_prime):
+    both = (pa > 0) & (pb > 0)
+    ratio = np.max(np.abs(np.log(pa[both] / pb[both])))
+    delta = max(
+        np.sum(np.maximum(pa - math.exp(eps_prime) * pb, 0)),
+        np.sum(np.maximum(pb - math.exp(eps_prime) * pa, 0)),
+    )
+    return ratio, delta
+
+
+@pytest.mark.parametrize("n", [4096, 2**20])
+def test_finding_one_exactly(n):
+    """Issue 10's rounding attack (D = [17, 0, ...], D' = [17, 1, ...], monotonic,
+    ε = 1): the implemented laws on both sides, computed exactly, are within the
+    stated (ε', δ'); no outcome is impossible on one side only."""
+    d = np.zeros(n, np.float32)
+    d[0] = 17
+    d2 = np.ones(n, np.float32)
+    d2[0] = 17
+    eps_p, delta_p = _descent.guarantee(n, 1.0)
+    pa, _ = implemented_law(_weights(d, 1.0, monotonic=True))
+    pb, _ = implemented_law(_weights(d2, 1.0, monotonic=True))
+    pa, pb = pa[:n], pb[:n]
+    assert np.all(pa > 0) and np.all(pb > 0)
+    ratio, delta = _privacy_loss(pa, pb, eps_p)
+    assert ratio <= eps_p
+    assert delta <= delta_p
+
+
+def test_dominant_outcome_then_tiny_ones_exactly():
+    """Neighbours that move a dominant outcome by Δ over 2**20 - 1 tiny ones."""
+    n = 2**20 - 3
+    a = np.full(n, -40.0, np.float32)
+    a[7] = 0.0
+    b = a.copy()
+    b[7] = 1.0
+    eps_p, delta_p = _descent.guarantee(n, 1.0)
+    pa, _ = implemented_law(_weights(a, 1.0))
+    pb, _ = implemented_law(_weights(b, 1.0))
+    ratio, delta = _privacy_loss(pa[:n], pb[:n], eps_p)
+    assert ratio <= eps_p and delta <= delta_p
+
+
+# ----------------------------------------------------------------------------- sampled law
+
+# One size per table width the dispatcher can build for (b = 2..20), at the
+# boundaries: every layout of the alias path is drawn from.
+ALIAS_SIZES = [1, 4, 5] + [2**b + 1 for b in range(3, 20)] + [2**20]
+
+
+def test_alias_sizes_cover_every_width():
+    widths = {_alias.log2_columns(n) for n in ALIAS_SIZES}
+    assert widths == set(range(2, _alias.MAX_LOG2_COLUMNS + 1))
+
+
+def _grouped_law(n, eps, num_groups=10):
+    num_groups = min(n, num_groups)
+    g = np.arange(n) * num_groups // n
+    sizes = np.bincount(g, minlength=num_groups).astype(np.float64)
+    scores = -np.arange(num_groups) / 2.0
+    p = sizes * np.exp(eps * scores / 2)
+    return g, jnp.asarray(scores[g], jnp.float32), p / p.sum()
+
+
+@pytest.mark.parametrize("n", ALIAS_SIZES)
+def test_alias_law_every_width(n):
+    eps = 2.0
+    g, scores, probs = _grouped_law(n, eps)
+    draws = max(200_000, n // 2)
+    assert _tuning.use_alias(n, draws)
+    key = jax.random.key(n)
+    r = jaxdp.exponential(key, scores, epsilon=eps, sensitivity=1.0, shape=(draws,))
+    r = np.asarray(r)
+    assert r.min() >= 0 and r.max() < n
+    counts = np.bincount(g[r], minlength=len(probs))
+    if len(probs) == 1:
+        assert counts[0] == draws
+        return
+    assert scipy.stats.chisquare(counts, probs * draws).pvalue > 1e-4
+
+
+def test_alias_law_test_can_fail():
+    """The same test against a deliberately wrong table (weights to the power
+    1.01) rejects."""
+    n = 1025
+    g, scores, probs = _grouped_law(n, 2.0)
+    w = _weights(scores, 2.0) ** 1.01
+    r, _ = _alias.sample(_kernels.fast_key(jax.random.key(3)), w[None], 2_000_000)
+    counts = np.bincount(g[np.asarray(r).ravel()], minlength=len(probs))
+    assert scipy.stats.chisquare(counts, probs * counts.sum()).pvalue < 1e-6
+
+
+def test_many_rows_each_many_draws():
+    """Several rows with different laws in one table batch: rows do not mix."""
+    n, draws = 300, 50_000
+    rows = np.stack([np.linspace(0, -k, n) for k in (1.0, 5.0, 20.0)]).astype(np.float32)
+    r = jaxdp.exponential(jax.random.key(5), rows, epsilon=1.0, sensitivity=1.0, shape=(draws, 3))
+    r = np.asarray(r)
+    for k in range(3):
+        p = _exact(rows[k], 1.0)
+        counts = np.bincount(r[:, k], minlength=n)
+        big = p * draws >= 5
+        obs, exp = counts[big], p[big] * draws
+        if not big.all():
+            obs, exp = np.r_[obs, counts[~big].sum()], np.r_[exp, p[~big].sum() * draws]
+        assert scipy.stats.chisquare(obs, exp).pvalue > 1e-4
+
+
+def test_alias_edge_rows():
+    """A row with one positive weight, rows of NaN/inf (invalid), zero weights."""
+    w = jnp.asarray(
+        [
+            [0.0, 0.0, 1.0, 0.0, 0.0],
+            [1.0, jnp.nan, 1.0, 1.0, 1.0],
+            [0.0] * 5,
+            [1.0, jnp.inf, 0, 0, 0],
+        ],
+        jnp.float32,
+    )
+    r, ok = _alias.sample(jax.random.key(0), w, 1000)
+    assert list(np.asarray(ok)) == [True, False, False, False]
+    assert np.all(np.asarray(r)[:, 0] == 2)
+
+
+# ----------------------------------------------------------------------------- dispatch
+
+
+def test_dispatch_enumerates_both_paths():
+    """Both kernels are reachable and each is chosen where its cost is lower:
+    few draws per row (or rows past 2**20) take the descent, many the table."""
+    assert not _tuning.use_alias(1000, 1)
+    assert not _tuning.use_alias(1000, 4)
+    assert _tuning.use_alias(1000, 10**4)
+    assert _tuning.use_alias(10**6, 10**6)
+    assert not _tuning.use_alias(2**20 + 1, 10**8)
+    # Every size of the descent's law tests (tests/test_descent.py) with one draw
+    # takes the descent; the alias sizes above take the table.
+    from test_descent import SIZES
+
+    assert not any(_tuning.use_alias(n, 1) for n in SIZES)
+    assert all(_tuning.use_alias(n, max(200_000, n // 2)) for n in ALIAS_SIZES)

@@ -9,8 +9,7 @@ column's threshold ``tau_j``, returning ``j`` below it and ``alias_j`` above.
 
 Construction, vectorised and in double-float (``(hi, lo)`` float32 pairs, 48
 bits). Weights are measured in *column units* ``c_i = N w_i / sum(w)``. Items
-with ``c_i < 1`` are light, the others heavy; lights come first (a stable
-sort). The classic sequential sweep — the current heavy fills the next light,
+with ``c_i < 1`` are light, the others heavy; both keep the row's order. The classic sequential sweep — the current heavy fills the next light,
 and turns light itself once its residual drops below 1, to be filled by the
 next heavy — has a closed form in prefix sums (Hübschle-Schneider & Sanders,
 "Parallel weighted random sampling", 2019, give a parallel sweep of this kind):
@@ -26,21 +25,21 @@ have been settled the residual of heavy ``h`` is ``1 + S(h) - D(k)``. Hence
 
 Two binary searches over the prefix sums replace the sequential loop.
 
-Law (``SECURITY.md``, "Many draws per row: the alias table"). Outcome ``i`` is
-drawn with probability ``(tau~_i + sum_{j: alias_j = i} (1 - tau~_j)) / N`` for
-the *stored* thresholds ``tau~``, whatever rounding produced them: every column
-holds mass exactly ``1 / N``. A light's threshold is its own weight (relative
-error ``~3u**2``); a heavy's mass, ``>= 1 / N``, comes from prefix sums of
-magnitude ``<= N`` with absolute error ``~N u**2`` in column units, so relative
-``~N**2 u**2 / N``... bounded in :func:`guarantee` by ``4 (N + 1) u**2`` per
-term over at most ``N + 1`` terms. The thresholds are stored as ``64 - b``-bit
-fixed point, compared with the ``64 - b`` bits of the draw that the column
-index did not use: each column's split is off by at most ``2**-(62 - b)``,
-which is *absolute*, ``<= 2**-(61 - b)`` of total mass over all outcomes: δ'.
+Law (``SECURITY.md``, "the categorical kernel", item 5). Outcome ``i`` is
+drawn with probability ``(t_i + sum_{j: alias_j = i} (1 - t_j)) / N`` for the
+*stored* thresholds ``t``, whatever rounding produced them: every column holds
+exactly ``1 / N``, so the implemented law is exactly computable from the tables.
+A light's share is its own weight (relative error ``~3u**2``); a heavy's mass,
+at least one column, telescopes over the lights it serves to its weight up to the
+prefix sums' rounding at the ends of its run: relative ``a_t <= 16 u**2 N (b +
+1)``. The thresholds are ``64 - b``-bit fixed point, compared with the ``64 - b``
+bits of the draw that the column index did not use: an *absolute* error of a few
+units of ``2**-(64 - b)`` per column, at most ``2**-(61 - b)`` of mass over all
+outcomes, which goes to δ'. :func:`guarantee` states the result.
 
-Cost. Per row: a sort, two prefix scans and two binary searches of ``N``
-entries (``O(N log N)``). Per draw: two 32-bit words, three gathers and two
-compares — against the descent's three to six levels of sixteen lanes.
+Cost. Per row: two double-float prefix scans and two binary searches over ``N``
+entries (``O(N log N)``, no sort). Per draw: two 32-bit words, two gathers and
+two compares, against the descent's two to six levels of sixteen lanes.
 """
 
 from __future__ import annotations

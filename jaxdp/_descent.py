@@ -1,4 +1,5 @@
-"""The sound categorical kernel: weights exact to a few ulp, drawn by a sorted descent.
+"""The sound categorical kernel: weights exact to a few ulp, drawn by a sorted descent
+(few draws per row) or an alias table (many, :mod:`jaxdp._alias`).
 
 Every finite-range draw of jaxdp that is not a noisy argmax goes through
 :func:`sample`: ``exponential`` (``"inverse_cdf"`` and ``"auto"``),
@@ -258,7 +259,7 @@ def descend(key: PRNGKey, tables: list[tuple[Array, Array]], num_draws: int) -> 
     levels = len(tables)
     keys = jax.random.split(key, levels)
     rows = jax.lax.broadcasted_iota(jnp.int32, (num_draws, num_rows), 1)
-    lanes = jnp.arange(K, dtype=jnp.int32)
+    lanes = jnp.arange(K, dtype=jnp.int32).reshape(1, 1, K)
 
     def gather(level: int, node: Array) -> tuple[Array, Array]:
         hi, lo = tables[level]

@@ -10,8 +10,9 @@ Two ways to draw selections, each in its own module:
   the exponential mechanism; Laplace and exponential noise: report-noisy-max),
   in cache-sized chunks.
 * :func:`inverse_cdf` (here): the sound categorical kernel of
-  :mod:`jaxdp._descent` (weights exact to a few ulp, double-float block sums and
-  a sorted per-level descent); its law and finite-precision guarantee are in
+  :mod:`jaxdp._descent` (weights exact to a few ulp, then for few draws per row
+  double-float block sums and a sorted per-level descent, for many an alias table
+  of :mod:`jaxdp._alias`; :mod:`jaxdp._tuning` chooses); its law and finite-precision guarantee are in
   ``SECURITY.md`` ("The categorical kernel"). This module computes the rows'
   weights from the scores and hands them over.
 

@@ -9,7 +9,8 @@ column's threshold ``tau_j``, returning ``j`` below it and ``alias_j`` above.
 
 Construction, vectorised and in double-float (``(hi, lo)`` float32 pairs, 48
 bits). Weights are measured in *column units* ``c_i = N w_i / sum(w)``. Items
-with ``c_i < 1`` are light, the others heavy; both keep the row's order. The classic sequential sweep — the current heavy fills the next light,
+with ``c_i < 1`` are light, the others heavy; both keep the row's order.
+The classic sequential sweep — the current heavy fills the next light,
 and turns light itself once its residual drops below 1, to be filled by the
 next heavy — has a closed form in prefix sums (Hübschle-Schneider & Sanders,
 "Parallel weighted random sampling", 2019, give a parallel sweep of this kind):

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -168,15 +169,42 @@ def num_levels(n: int) -> int:
     return len(level_sizes(n))
 
 
-def build(w: Array) -> list[tuple[Array, Array]]:
-    """Double-float tables ``(hi, lo)`` per level for weights ``w`` ``(R, n)``."""
-    sizes = level_sizes(w.shape[-1])
-    hi = _pad_to(w, sizes[0])
-    tables = [(hi, jnp.zeros_like(hi))]
-    for size in sizes[1:]:
+def _leaf_block_sums(w_of: Callable[[slice], Array], n: int) -> Array:
+    """Float32 sums of the leaves' blocks of :data:`K`, ``w_of(cols)`` giving the
+    weights of columns ``cols``: one strided ``reduce_window`` (padding the last
+    block inside the reduction), into which XLA:CPU fuses the weights, so that
+    the ``(R, n)`` weights are never written to memory."""
+    w = w_of(slice(0, n))
+    pad = -(-n // K) * K - n
+    dims = (1,) * (w.ndim - 1) + (K,)
+    padding = [(0, 0)] * (w.ndim - 1) + [(0, pad)]
+    return jax.lax.reduce_window(w, jnp.zeros((), w.dtype), jax.lax.add, dims, dims, padding)
+
+
+def _tables(leaves: Array, blocks: Array, n: int) -> list[tuple[Array, Array]]:
+    sizes = level_sizes(n)
+    leaves = _pad_to(leaves, sizes[0])
+    tables = [(leaves, jnp.zeros_like(leaves))]
+    if len(sizes) > 1:
+        h = _pad_to(blocks, sizes[1])
+        tables.append((h, jnp.zeros_like(h)))
+    for size in sizes[2:]:
         h, lo = _block_sums(*tables[-1])
         tables.append((_pad_to(h, size), _pad_to(lo, size)))
     return tables
+
+
+def build(w: Array) -> list[tuple[Array, Array]]:
+    """Tables ``(hi, lo)`` per level for weights ``w`` ``(R, n)``: the leaves, their
+    blocks' float32 sums, then double-float sums (``lo`` is 0 on the first two).
+
+    The leaves' blocks are summed in plain float32 (fused into the pass that
+    computes the weights, which XLA:CPU vectorises): 16 non-negative terms in
+    any order are within ``15u`` of their sum, an error :func:`guarantee` counts
+    once. Above them the tables are small and summed in double-float.
+    """
+    n = w.shape[-1]
+    return _tables(w, _leaf_block_sums(lambda cols: w[..., cols], n), n)
 
 
 def totals(tables: list[tuple[Array, Array]]) -> tuple[Array, Array]:
@@ -245,8 +273,17 @@ def _choose(key: PRNGKey, hi: list, lo: list) -> Array:
     return chosen
 
 
-def descend(key: PRNGKey, tables: list[tuple[Array, Array]], num_draws: int) -> Array:
+def descend(
+    key: PRNGKey,
+    tables: list[tuple[Array, Array]],
+    num_draws: int,
+    leaf_weights: Callable[[Array, Array], Array] | None = None,
+) -> Array:
     """``(num_draws, R)`` indices drawn with probability ∝ the level-0 weights.
+
+    ``leaf_weights(block, rows)``, when given, turns the gathered level-0 entries
+    (then scores, not weights) of shape ``(num_draws, R, K)`` into their weights:
+    so that the ``(R, n)`` weights are never written to memory.
 
     The levels run in one ``lax.fori_loop`` (top first), whose carry ``node`` is
     materialised at every level: unrolled, XLA:CPU duplicated each level's
@@ -265,9 +302,18 @@ def descend(key: PRNGKey, tables: list[tuple[Array, Array]], num_draws: int) -> 
         hi, lo = tables[level]
         # One gather of K lanes per table: a single producer, rather than K small
         # gathers that XLA fuses into (and recomputes in) each consumer.
-        at = (rows * hi.shape[-1] + node * K)[..., None] + lanes
+        col = (node * K)[..., None] + lanes
+        at = (rows * hi.shape[-1])[..., None] + col
+        if level == 0 and leaf_weights is not None:
+            # Unpadded scores (a pad would copy them): lanes past the row are 0.
+            inside = col < hi.shape[-1]
+            block = hi.reshape(-1)[jnp.where(inside, at, 0)]
+            block_h = jnp.where(inside, leaf_weights(block, rows), 0)
+            return block_h, jnp.zeros_like(block_h)
         block_h = hi.reshape(-1)[at]
         if level == 0:  # the leaves' low parts are exactly 0: not a loop operand
+            return block_h, jnp.zeros_like(block_h)
+        if level == 1:  # float32 block sums: low parts 0 too
             return block_h, jnp.zeros_like(block_h)
         return block_h, lo.reshape(-1)[at]
 
@@ -311,6 +357,33 @@ def sample(key: PRNGKey, w: Array, num_draws: int) -> tuple[Array, Array]:
     return jnp.minimum(idx, n - 1), ok
 
 
+def sample_scores(
+    key: PRNGKey, scores: Array, row_max: Array, scale: Array, num_draws: int
+) -> tuple[Array, Array]:
+    """:func:`sample` of ``weights(scores, row_max, scale)`` (``scores`` ``(R, n)``,
+    ``row_max`` and ``scale`` ``(R,)``), without writing the weights to memory
+    when the descent is used: its leaves' blocks are summed in the pass that
+    computes the weights, and a draw recomputes the weights of the 16 leaves it
+    looks at from the scores (the same expression; were XLA to round it
+    differently there, each is still within the weights' error of exact, which
+    :func:`guarantee` counts twice)."""
+    n = scores.shape[-1]
+    if uses_alias(n, num_draws):
+        return sample(key, weights(scores, row_max, scale), num_draws)
+    m, c = row_max[:, None], scale[:, None]
+    blocks = _leaf_block_sums(lambda cols: weights(scores[:, cols], m[:, 0], c[:, 0]), n)
+    tables = _tables(scores, blocks, n)
+    tables[0] = (scores, tables[0][1])  # unpadded: the leaf gather masks past n
+
+    def leaf_weights(block: Array, rows: Array) -> Array:
+        return weights(block, row_max[rows], scale[rows])
+
+    idx = descend(key, tables, num_draws, leaf_weights)
+    total = jnp.sum(blocks, axis=-1)  # any sum tells a positive, finite row
+    ok = jnp.isfinite(total) & (total > 0)
+    return jnp.minimum(idx, n - 1), ok
+
+
 # ----------------------------------------------------------------------------- guarantee
 
 
@@ -327,10 +400,12 @@ def guarantee(n: int, epsilon: float, dtype=np.float32) -> tuple[float, float]:
     u = float(np.finfo(dtype).eps) / 2
     levels = num_levels(n)
     if np.dtype(dtype) == np.float64:
-        a = 6 * u + levels * 2.0**-52
+        a = 12 * u + (K - 1) * u * (levels > 1) + levels * 2.0**-52
         delta = levels * (K - 1) * 2.0**-80 + n * math.exp(-708)
         return epsilon + 4 * a, delta
-    a = 6 * u + levels * 2.0**-23
+    # weights (6u, twice: summed and recomputed at the leaves), the leaves'
+    # float32 block sums ((K - 1) u), each level's choice.
+    a = 12 * u + (K - 1) * u * (levels > 1) + levels * 2.0**-23
     delta = levels * (K - 1) * SHARE_FLOOR + n * math.exp(-87)
     eps_d, delta_d = epsilon + 4 * a, delta
     from . import _alias

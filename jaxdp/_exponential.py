@@ -116,16 +116,19 @@ def exponential(
       [0.25, 0.75, 0.0]
 
     .. note::
-      Float32 resolution. ``"gumbel"`` uses noise built from all 32 random bits
-      (``jaxdp._random``): Gumbel variates reach 22.9, so selection probabilities
-      down to about 1e-10 of the largest are resolved, and a logit gap above
-      about 25.7 can never be crossed. ``"inverse_cdf"`` is limited by its float32
-      prefix sum: an outcome whose probability is below about 1e-7 of the row
-      total (one ulp of the running sum) is mis-weighted. Under
-      ``jax.config.update("jax_enable_x64", True)`` (or the ``jax.enable_x64()``
-      context) scores, logits, sums and uniforms are float64 and the limits drop
-      to about 1e-19 and 1e-16. Scores are shifted by their row maximum first
-      (integers exactly), so offsets such as 1e30 or 2**24 do not move the law.
+      Finite precision (float32, x64 off), for the law the code implements
+      (derivations: ``SECURITY.md``, "Finite precision: the categorical kernel"
+      and "noise-based paths"). ``"inverse_cdf"`` (and ``"auto"``): weights exact
+      to a few ulp at any logit, the scale rounded down, then a sorted descent
+      (few draws per row) or a double-float alias table (many draws per row);
+      each draw is (ε', δ')-DP with ε' = ε + 7.9e-6, δ' = 4.1e-11 at n = 10³ and
+      ε' = ε + 8.8e-6, δ' = 6.8e-11 at n = 10⁶ (ε = 1;
+      ``jaxdp._descent.guarantee(n, ε)`` for any n). ``"gumbel"``: an exponential
+      race on exact logits with 64-bit noise, ε' = ε + 2.4e-6,
+      δ' = n (1 + e^ε') 2⁻⁶⁵. No outcome whose exact probability exceeds δ'/n is
+      ever impossible. Under ``jax.enable_x64`` both are far smaller. Scores are
+      shifted by their row maximum first (integers exactly), so offsets such as
+      1e30 or 2**24 do not move the law.
 
     .. note::
       Finite precision with ``log_measure`` (float32, ``u = 2**-24``). Each
@@ -137,11 +140,11 @@ def exponential(
       for ``R_mu <= 2**20`` nats. A plain float32 sum would be off by u times
       the logit's magnitude. The weight (or race rate) is then exact to a
       relative ``2 u_exp + 2u + tau``, and each draw is (ε', δ')-DP with
-      ``"inverse_cdf"``: ``ε' = ε + 4 (2 u_exp + 2u + tau + (L + 1) 2**-23)``,
+      ``"inverse_cdf"``: ``ε' = ε + 4 (2 (2 u_exp + 2u) + 15u + tau + (L + 1) 2**-23)``,
       ``δ' = (L + 1) 15 2**-40 + n e**-87 + n e**(ε - 86)`` (``L + 1`` descent
       levels); ``"gumbel"``: ``ε' = ε + 54u + 4 tau``,
       ``δ' = n (1 + e**ε') 2**-65``. At n = 10**6, ε = 1 and ``R_mu <= 2**20``
-      that is ε' ≤ ε + 4.2e-6 and δ' ≤ 7e-11 (inverse CDF), ε' ≤ ε + 3.6e-6 and
+      that is ε' ≤ ε + 9.1e-6 and δ' ≤ 7e-11 (inverse CDF), ε' ≤ ε + 3.6e-6 and
       δ' ≤ 1e-13 (Gumbel); ``jaxdp._measure.guarantee`` computes it and
       ``SECURITY.md`` ("Finite precision: the base measure") derives it. The
       rounding of ``log_measure`` itself to float32 is data-independent: it

@@ -12,7 +12,8 @@ Two ways to draw selections, each in its own module:
 * :func:`inverse_cdf` (here): the sound categorical kernel of
   :mod:`jaxdp._descent` (weights exact to a few ulp, then for few draws per row
   double-float block sums and a sorted per-level descent, for many an alias table
-  of :mod:`jaxdp._alias`; :mod:`jaxdp._tuning` chooses); its law and finite-precision guarantee are in
+  of :mod:`jaxdp._alias`; :mod:`jaxdp._tuning` chooses); its law and
+  finite-precision guarantee are in
   ``SECURITY.md`` ("The categorical kernel"). This module computes the rows'
   weights from the scores and hands them over.
 
@@ -292,7 +293,8 @@ def inverse_cdf(
         rows = flatten_rows(jnp.broadcast_to(scores, batch + (n,)), tail)
         row_max = jnp.broadcast_to(row_max, tail).reshape(-1)
         row_scale = jnp.broadcast_to(_descent.scale_down(row_scale), tail).reshape(-1)
-        w = _descent.weights(rows, row_max, row_scale)
+        idx, ok = _descent.sample_scores(fast_key(key), rows, row_max, row_scale, num_lead)
+        return idx.astype(jnp.int32).reshape(shape), ok.reshape(tail)
     idx, ok = _descent.sample(fast_key(key), w, num_lead)
     return idx.astype(jnp.int32).reshape(shape), ok.reshape(tail)
 

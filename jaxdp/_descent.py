@@ -387,7 +387,9 @@ def sample_scores(
 # ----------------------------------------------------------------------------- guarantee
 
 
-def guarantee(n: int, epsilon: float, dtype=np.float32) -> tuple[float, float]:
+def guarantee(
+    n: int, epsilon: float, dtype=np.float32, recomputed: bool = True
+) -> tuple[float, float]:
     """The (ε', δ') of one draw of :func:`sample` for rows of ``n`` outcomes, when the
     exact mechanism is ε-DP with weights from :func:`weights` (SECURITY.md): the
     larger of the descent's and (where it may be used) the alias table's.
@@ -400,12 +402,14 @@ def guarantee(n: int, epsilon: float, dtype=np.float32) -> tuple[float, float]:
     u = float(np.finfo(dtype).eps) / 2
     levels = num_levels(n)
     if np.dtype(dtype) == np.float64:
-        a = 12 * u + (K - 1) * u * (levels > 1) + levels * 2.0**-52
+        a = (12 if recomputed else 6) * u + (K - 1) * u * (levels > 1) + levels * 2.0**-52
         delta = levels * (K - 1) * 2.0**-80 + n * math.exp(-708)
         return epsilon + 4 * a, delta
-    # weights (6u, twice: summed and recomputed at the leaves), the leaves'
+    # weights (6u; twice when the leaves are recomputed from the scores, as
+    # sample_scores does, once when given as weights, as sample), the leaves'
     # float32 block sums ((K - 1) u), each level's choice.
-    a = 12 * u + (K - 1) * u * (levels > 1) + levels * 2.0**-23
+    w_err = (12 if recomputed else 6) * u
+    a = w_err + (K - 1) * u * (levels > 1) + levels * 2.0**-23
     delta = levels * (K - 1) * SHARE_FLOOR + n * math.exp(-87)
     eps_d, delta_d = epsilon + 4 * a, delta
     from . import _alias

@@ -140,11 +140,11 @@ def exponential(
       for ``R_mu <= 2**20`` nats. A plain float32 sum would be off by u times
       the logit's magnitude. The weight (or race rate) is then exact to a
       relative ``2 u_exp + 2u + tau``, and each draw is (ε', δ')-DP with
-      ``"inverse_cdf"``: ``ε' = ε + 4 (2 (2 u_exp + 2u) + 15u + tau + (L + 1) 2**-23)``,
+      ``"inverse_cdf"``: ``ε' = ε + 4 (2 u_exp + 2u + 15u + tau + (L + 1) 2**-23)``,
       ``δ' = (L + 1) 15 2**-40 + n e**-87 + n e**(ε - 86)`` (``L + 1`` descent
       levels); ``"gumbel"``: ``ε' = ε + 54u + 4 tau``,
       ``δ' = n (1 + e**ε') 2**-65``. At n = 10**6, ε = 1 and ``R_mu <= 2**20``
-      that is ε' ≤ ε + 9.1e-6 and δ' ≤ 7e-11 (inverse CDF), ε' ≤ ε + 3.6e-6 and
+      that is ε' ≤ ε + 7.7e-6 and δ' ≤ 7e-11 (inverse CDF), ε' ≤ ε + 3.6e-6 and
       δ' ≤ 1e-13 (Gumbel); ``jaxdp._measure.guarantee`` computes it and
       ``SECURITY.md`` ("Finite precision: the base measure") derives it. The
       rounding of ``log_measure`` itself to float32 is data-independent: it

@@ -259,6 +259,6 @@ def guarantee(n: int, epsilon: float, spread: float, method: str, dtype=np.float
     if method == "gumbel":
         eps_p = epsilon + 54 * u + 4 * t
         return eps_p, n * (1 + math.exp(eps_p)) * 2.0**-65
-    eps_p, delta_p = _descent.guarantee(n, epsilon, dtype)
+    eps_p, delta_p = _descent.guarantee(n, epsilon, dtype, recomputed=False)
     floor = 708.0 if np.dtype(dtype) == np.float64 else 86.0
     return eps_p + 4 * t, delta_p + n * math.exp(min(epsilon, 50.0) - floor)

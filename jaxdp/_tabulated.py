@@ -369,7 +369,7 @@ def guarantee(n: int, epsilon: float, noise: str = "exponential", dtype=np.float
     (permute-and-flip): that plus ``4 (table_error + 2u)`` on ε (the table's error
     and its two final roundings), the same δ'.
     """
-    eps, delta = _descent.guarantee(n, epsilon, dtype)
+    eps, delta = _descent.guarantee(n, epsilon, dtype, recomputed=False)
     if noise == "gumbel":
         return eps, delta
     u = float(np.finfo(dtype).eps) / 2

@@ -326,7 +326,12 @@ def descend(
         )
         return node * K + child
 
-    return jax.lax.fori_loop(0, levels, body, jnp.zeros((num_draws, num_rows), jnp.int32))
+    # The top level runs before the loop, so that the carry starts as a value
+    # computed from the tables (varying, under shard_map, like the body's output).
+    node = body(0, jnp.zeros((num_draws, num_rows), jnp.int32))
+    if levels == 1:
+        return node
+    return jax.lax.fori_loop(1, levels, body, node)
 
 
 def uses_alias(n: int, num_draws: int) -> bool:

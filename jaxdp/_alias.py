@@ -65,23 +65,9 @@ def log2_columns(n: int) -> int:
     return max(2, math.ceil(math.log2(max(n, 1))))
 
 
-def _total(w: Array) -> tuple[Array, Array]:
-    """Each row's double-float sum (one variadic reduction, error ``~n u**2``)."""
-    zero = jnp.zeros((), w.dtype)
-
-    def combine(a, b):
-        return tf.dd_add(a[0], a[1], b[0], b[1])
-
-    return jax.lax.reduce((w, jnp.zeros_like(w)), (zero, zero), combine, (w.ndim - 1,))
-
-
 def _scan(h: Array, lo: Array) -> tuple[Array, Array]:
-    """Inclusive double-float prefix sums along the last axis."""
-
-    def combine(a, b):
-        return tf.dd_add(a[0], a[1], b[0], b[1])
-
-    return _cummax(*jax.lax.associative_scan(combine, (h, lo), axis=h.ndim - 1))
+    """Inclusive double-float prefix sums along the last axis, non-decreasing."""
+    return _cummax(*tf.dd_cumsum(h, lo, h.ndim - 1))
 
 
 def _flat_take(table: Array, at: Array) -> Array:
@@ -158,7 +144,7 @@ def build(w: Array) -> tuple[Array, Array, Array]:
     _, e = jnp.frexp(jnp.max(w, axis=-1, keepdims=True))
     w = jnp.ldexp(w, -jnp.where(jnp.isfinite(e), e, 0))
     w = jnp.pad(w, ((0, 0), (0, size - n)))
-    t_h, t_l = _total(w)
+    t_h, t_l = tf.dd_sum(w, jnp.zeros_like(w), w.ndim - 1)
     ok = jnp.isfinite(t_h) & (t_h > 0)
     t_h = jnp.where(ok, t_h, 1)[:, None]
     t_l = jnp.where(ok, t_l, 0)[:, None]

@@ -60,6 +60,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import _alias, _tuning
 from . import _twofloat as _tf
 from ._twofloat import split as _split
 from ._twofloat import two_sum as _two_sum
@@ -73,12 +74,6 @@ K = 16
 SHARE_FLOOR = 2.0**-40
 
 # ----------------------------------------------------------------------------- double-float
-
-
-_dd_add = _tf.dd_add
-_dd_mul = _tf.dd_mul
-_dd_le = _tf.dd_le
-_fast = _tf.fast_two_sum
 
 
 # ----------------------------------------------------------------------------- weights
@@ -126,13 +121,13 @@ def _uniform_dd(key: PRNGKey, shape: tuple[int, ...], dtype) -> tuple[Array, Arr
         x = (w1.astype(jnp.uint64) << np.uint64(32)) | w2.astype(jnp.uint64)
         hi = (x >> np.uint64(11)).astype(jnp.float64) * 2.0**-53
         lo = ((x & np.uint64(2047)).astype(jnp.float64) + 0.5) * 2.0**-64
-        return _fast(hi, lo)
+        return _tf.fast_two_sum(hi, lo)
     f32 = jnp.float32
     a = (w1 >> np.uint32(8)).astype(f32) * f32(2.0**-24)  # top 24 bits
     b = (((w1 & np.uint32(0xFF)) << np.uint32(16)) | (w2 >> np.uint32(16))).astype(f32)
     c = (w2 & np.uint32(0xFFFF)).astype(f32) + f32(0.5)
     hi, lo = _two_sum(b * f32(2.0**-48), c * f32(2.0**-64))
-    return _dd_add(a, jnp.zeros_like(a), hi, lo)
+    return _tf.dd_add(a, jnp.zeros_like(a), hi, lo)
 
 
 # ----------------------------------------------------------------------------- tables
@@ -145,15 +140,9 @@ def _pad_to(x: Array, size: int) -> Array:
 
 def _block_sums(hi: Array, lo: Array) -> tuple[Array, Array]:
     """Double-float sums of consecutive blocks of :data:`K` (last axis a multiple of
-    ``K``): one variadic reduction whose combiner is the double-float addition, so
-    the sum is within about ``K u**2`` of exact in whatever order XLA combines."""
+    ``K``), within about ``K u**2`` of exact (:func:`jaxdp._twofloat.dd_sum`)."""
     shape = hi.shape[:-1] + (hi.shape[-1] // K, K)
-    zero = jnp.zeros((), hi.dtype)
-
-    def combine(a: tuple[Array, Array], b: tuple[Array, Array]) -> tuple[Array, Array]:
-        return _dd_add(a[0], a[1], b[0], b[1])
-
-    return jax.lax.reduce((hi.reshape(shape), lo.reshape(shape)), (zero, zero), combine, (hi.ndim,))
+    return _tf.dd_sum(hi.reshape(shape), lo.reshape(shape), hi.ndim)
 
 
 def level_sizes(n: int) -> list[int]:
@@ -182,9 +171,17 @@ def _leaf_block_sums(w_of: Callable[[slice], Array], n: int) -> Array:
 
 
 def _tables(leaves: Array, blocks: Array, n: int) -> list[tuple[Array, Array]]:
+    """Tables ``(hi, lo)`` per level: the leaves (taken as given; their low parts
+    are 0 and never read), their blocks' float32 sums ``blocks`` (from
+    :func:`_leaf_block_sums`), then double-float sums of blocks of blocks.
+
+    The leaves' blocks are summed in plain float32, fused into the pass that
+    computes the weights (which XLA:CPU vectorises): 16 non-negative terms in
+    any order are within ``15u`` of their sum, an error :func:`guarantee` counts
+    once. Above them the tables are small and summed in double-float.
+    """
     sizes = level_sizes(n)
-    leaves = _pad_to(leaves, sizes[0])
-    tables = [(leaves, jnp.zeros_like(leaves))]
+    tables = [(leaves, jnp.zeros((), leaves.dtype))]
     if len(sizes) > 1:
         h = _pad_to(blocks, sizes[1])
         tables.append((h, jnp.zeros_like(h)))
@@ -192,24 +189,6 @@ def _tables(leaves: Array, blocks: Array, n: int) -> list[tuple[Array, Array]]:
         h, lo = _block_sums(*tables[-1])
         tables.append((_pad_to(h, size), _pad_to(lo, size)))
     return tables
-
-
-def build(w: Array) -> list[tuple[Array, Array]]:
-    """Tables ``(hi, lo)`` per level for weights ``w`` ``(R, n)``: the leaves, their
-    blocks' float32 sums, then double-float sums (``lo`` is 0 on the first two).
-
-    The leaves' blocks are summed in plain float32 (fused into the pass that
-    computes the weights, which XLA:CPU vectorises): 16 non-negative terms in
-    any order are within ``15u`` of their sum, an error :func:`guarantee` counts
-    once. Above them the tables are small and summed in double-float.
-    """
-    n = w.shape[-1]
-    return _tables(w, _leaf_block_sums(lambda cols: w[..., cols], n), n)
-
-
-def totals(tables: list[tuple[Array, Array]]) -> tuple[Array, Array]:
-    """Each row's total mass as a double-float (the top level summed)."""
-    return _block_sums(*tables[-1])
 
 
 # ----------------------------------------------------------------------------- descent
@@ -262,14 +241,14 @@ def _choose(key: PRNGKey, hi: list, lo: list) -> Array:
     _sort_lanes(hi, lo, idx)
     cum_h, cum_l = [hi[0]], [lo[0]]
     for j in range(1, K):
-        h, low = _dd_add(cum_h[-1], cum_l[-1], hi[j], lo[j])
+        h, low = _tf.dd_add(cum_h[-1], cum_l[-1], hi[j], lo[j])
         cum_h.append(h)
         cum_l.append(low)
     uh, ul = _uniform_dd(key, hi[0].shape, hi[0].dtype)
-    vh, vl = _dd_mul(uh, ul, cum_h[-1], cum_l[-1])
+    vh, vl = _tf.dd_mul(uh, ul, cum_h[-1], cum_l[-1])
     chosen = idx[K - 1]  # v >= total only by rounding: the largest child
     for j in reversed(range(K - 1)):
-        chosen = jnp.where(_dd_le(cum_h[j], cum_l[j], vh, vl), chosen, idx[j])
+        chosen = jnp.where(_tf.dd_le(cum_h[j], cum_l[j], vh, vl), chosen, idx[j])
     return chosen
 
 
@@ -338,9 +317,21 @@ def uses_alias(n: int, num_draws: int) -> bool:
     """Whether :func:`sample` draws ``num_draws`` per row of ``n`` by an alias table
     (:mod:`jaxdp._alias`: ``O(N log N)`` per row, ``O(1)`` per draw) rather than by
     the descent (``O(n)`` per row, ``O(log n)`` gathers of 16 lanes per draw)."""
-    from . import _tuning
-
     return _tuning.use_alias(n, num_draws)
+
+
+def _sample_descent(
+    key: PRNGKey,
+    leaves: Array,
+    blocks: Array,
+    n: int,
+    num_draws: int,
+    leaf_weights: Callable[[Array, Array], Array] | None = None,
+) -> tuple[Array, Array]:
+    idx = descend(key, _tables(leaves, blocks, n), num_draws, leaf_weights)
+    total = jnp.sum(blocks, axis=-1)  # any sum tells a positive, finite row
+    ok = jnp.isfinite(total) & (total > 0)
+    return jnp.minimum(idx, n - 1), ok
 
 
 def sample(key: PRNGKey, w: Array, num_draws: int) -> tuple[Array, Array]:
@@ -352,14 +343,9 @@ def sample(key: PRNGKey, w: Array, num_draws: int) -> tuple[Array, Array]:
     """
     n = w.shape[-1]
     if uses_alias(n, num_draws):
-        from . import _alias
-
         return _alias.sample(key, w, num_draws)
-    tables = build(w)
-    total_h, _ = totals(tables)
-    idx = descend(key, tables, num_draws)
-    ok = jnp.isfinite(total_h) & (total_h > 0)
-    return jnp.minimum(idx, n - 1), ok
+    blocks = _leaf_block_sums(lambda cols: w[..., cols], n)
+    return _sample_descent(key, _pad_to(w, level_sizes(n)[0]), blocks, n, num_draws)
 
 
 def sample_scores(
@@ -369,24 +355,18 @@ def sample_scores(
     ``row_max`` and ``scale`` ``(R,)``), without writing the weights to memory
     when the descent is used: its leaves' blocks are summed in the pass that
     computes the weights, and a draw recomputes the weights of the 16 leaves it
-    looks at from the scores (the same expression; were XLA to round it
+    looks at from the unpadded scores (the same expression; were XLA to round it
     differently there, each is still within the weights' error of exact, which
     :func:`guarantee` counts twice)."""
     n = scores.shape[-1]
     if uses_alias(n, num_draws):
         return sample(key, weights(scores, row_max, scale), num_draws)
-    m, c = row_max[:, None], scale[:, None]
-    blocks = _leaf_block_sums(lambda cols: weights(scores[:, cols], m[:, 0], c[:, 0]), n)
-    tables = _tables(scores, blocks, n)
-    tables[0] = (scores, tables[0][1])  # unpadded: the leaf gather masks past n
+    blocks = _leaf_block_sums(lambda cols: weights(scores[:, cols], row_max, scale), n)
 
     def leaf_weights(block: Array, rows: Array) -> Array:
         return weights(block, row_max[rows], scale[rows])
 
-    idx = descend(key, tables, num_draws, leaf_weights)
-    total = jnp.sum(blocks, axis=-1)  # any sum tells a positive, finite row
-    ok = jnp.isfinite(total) & (total > 0)
-    return jnp.minimum(idx, n - 1), ok
+    return _sample_descent(key, scores, blocks, n, num_draws, leaf_weights)
 
 
 # ----------------------------------------------------------------------------- guarantee
@@ -417,8 +397,6 @@ def guarantee(
     a = w_err + (K - 1) * u * (levels > 1) + levels * 2.0**-23
     delta = levels * (K - 1) * SHARE_FLOOR + n * math.exp(-87)
     eps_d, delta_d = epsilon + 4 * a, delta
-    from . import _alias
-
     if _alias.log2_columns(n) > _alias.MAX_LOG2_COLUMNS:
         return eps_d, delta_d
     eps_a, delta_a = _alias.guarantee(n, epsilon, 6 * u)

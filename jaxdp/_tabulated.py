@@ -299,10 +299,8 @@ def use_table(noise: str, draws_per_row: int, n: int) -> bool:
     is the cheaper for these static sizes. The race costs ``n`` variates a draw;
     the table ``TABLE_COST n**2`` a row for exponential noise (``n`` exps for
     Gumbel noise) plus ``KERNEL_DRAW_COST`` a draw."""
-    from . import _tuning
-
     race = draws_per_row * n
-    per_draw = ALIAS_DRAW_COST if _tuning.use_alias(n, draws_per_row) else KERNEL_DRAW_COST
+    per_draw = ALIAS_DRAW_COST if _descent.uses_alias(n, draws_per_row) else KERNEL_DRAW_COST
     if noise == "gumbel":
         return draws_per_row > 1 and race >= per_draw * draws_per_row + 4 * n
     if noise == "exponential":

@@ -73,3 +73,20 @@ def dd_le(ah: Array, al: Array, bh: Array, bl: Array) -> Array:
 def dd_lt(ah: Array, al: Array, bh: Array, bl: Array) -> Array:
     """``a < b`` for normalised double-floats."""
     return (ah < bh) | ((ah == bh) & (al < bl))
+
+
+def _dd_combine(a: tuple[Array, Array], b: tuple[Array, Array]) -> tuple[Array, Array]:
+    return dd_add(a[0], a[1], b[0], b[1])
+
+
+def dd_sum(hi: Array, lo: Array, axis: int) -> tuple[Array, Array]:
+    """Double-float sum along ``axis``: one variadic reduction whose combiner is
+    :func:`dd_add`, within about ``m u**2`` of exact for ``m`` non-negative terms in
+    whatever order XLA combines them."""
+    zero = jnp.zeros((), hi.dtype)
+    return jax.lax.reduce((hi, lo), (zero, zero), _dd_combine, (axis,))
+
+
+def dd_cumsum(hi: Array, lo: Array, axis: int) -> tuple[Array, Array]:
+    """Inclusive double-float prefix sums along ``axis`` (a tree scan of :func:`dd_add`)."""
+    return jax.lax.associative_scan(_dd_combine, (hi, lo), axis=axis)

@@ -1,0 +1,248 @@
+"""Split-sample audits of every sampling path at 10**8 draws per side (``--runslow``).
+
+Issue 10, item 3: where a path's implemented law is not computed exactly in the
+fast tests, audit it at scale on neighbours built to be its weak point: for the
+finite-range samplers the rounding attack of finding 1 (``D = [17, 0, ..., 0]``
+against ``D' = [17, 1, ..., 1]``, one added record, ``monotonic``), for the
+noise races a leader followed by tiny outcomes, and for the continuous and
+additive mechanisms a record that moves the output most.
+
+Each audit estimates a lower bound on the hockey-stick divergence at the path's
+stated ε' (``jaxdp.audit.estimate_delta``, events chosen on a selection batch
+including outcomes never seen there and their unions) and checks it does not
+exceed the stated δ' by more than the audit's resolution. The old rounding
+sampler (``negative_controls.rounding_inverse_cdf``) runs through the same
+audit and must be caught.
+
+``JAXDP_AUDIT_DRAWS`` overrides the number of draws per side (default 10**8),
+to try the file quickly. Run ``python -m pytest tests/test_audit_paths.py
+--runslow -n 0 -s`` to see the measured bounds.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import zlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from negative_controls import rounding_inverse_cdf
+
+import jaxdp
+from jaxdp import _descent, _tabulated, audit
+
+DRAWS = int(float(os.environ.get("JAXDP_AUDIT_DRAWS", 10**8)))
+SELECT = max(DRAWS // 10, 10**6)
+EPS = 1.0
+#: The audit's resolution at DRAWS per side: a δ this small is below what a
+#: counting step can tell from 0 (a Clopper-Pearson width at 10**8 draws).
+RESOLUTION = 30.0 / DRAWS
+
+N_BIG = 4096  # finding 1's size: the float32 prefix sums lose outcomes here
+N_RACE = 64  # the noise races cost n variates per draw: a smaller range
+D = jnp.zeros(N_BIG, jnp.float32).at[0].set(17.0)
+D_NEIGHBOUR = jnp.ones(N_BIG, jnp.float32).at[0].set(17.0)
+N_HUGE = 2**20  # finding 1's worst case: δ = 0.067 per draw for the old sampler
+H = jnp.zeros(N_HUGE, jnp.float32).at[0].set(17.0)
+H_NEIGHBOUR = jnp.ones(N_HUGE, jnp.float32).at[0].set(17.0)
+R = jnp.zeros(N_RACE, jnp.float32).at[0].set(12.0)
+R_NEIGHBOUR = jnp.ones(N_RACE, jnp.float32).at[0].set(12.0)
+KW = dict(epsilon=EPS, sensitivity=1.0, monotonic=True)
+
+
+#: The noise races (SECURITY.md, "Finite precision: noise-based paths"): ε + 40u.
+RACE = (EPS + 40 * 2.0**-24, 1e-10)
+
+
+def _categorical(n):
+    return _descent.guarantee(n, EPS)
+
+
+def _streaming(key, scores, shape=None, method="inverse_cdf"):
+    return jaxdp.exponential_streaming(
+        key, lambda i: scores[i], scores.shape[0], chunk_size=1024, method=method, shape=shape, **KW
+    )
+
+
+def _quantile(key, data, shape=None):
+    return jaxdp.private_quantile(key, data, 0.5, epsilon=EPS, bounds=(0.0, 10.0), shape=shape)
+
+
+def _price(key, bids, shape=None):
+    return jaxdp.private_price(key, bids, epsilon=EPS, bounds=(0.1, 4.0), shape=shape)
+
+
+QUANTILE_DATA = jnp.float32([1.0, 2.0, 2.0, 3.0, 5.0, 5.5, 7.0])
+MODE_DATA = jnp.int32([0] * 9 + [1] * 8 + [2])
+PRED = jnp.int32([[0, 1, 1, 0, 1, 1, 0, 0], [1, 1, 1, 0, 0, 1, 0, 1], [0, 0, 0, 0, 0, 0, 0, 0]])
+LABELS = jnp.int32([0, 1, 1, 0, 1, 1, 0, 1])
+
+# name -> (mechanism, x, x', driver, (ε', δ') stated for the path)
+PATHS = {
+    # exponential, per layout the dispatcher picks
+    "exponential_alias_table": (
+        functools.partial(jaxdp.exponential, method="inverse_cdf", **KW),
+        D,
+        D_NEIGHBOUR,
+        "batched",
+        _categorical(N_BIG),
+    ),
+    "exponential_alias_table_2**20": (
+        functools.partial(jaxdp.exponential, method="inverse_cdf", **KW),
+        H,
+        H_NEIGHBOUR,
+        "batched",
+        _categorical(N_HUGE),
+    ),
+    "exponential_descent": (
+        functools.partial(jaxdp.exponential, method="inverse_cdf", **KW),
+        D,
+        D_NEIGHBOUR,
+        "montecarlo",
+        _categorical(N_BIG),
+    ),
+    "exponential_gumbel": (
+        functools.partial(jaxdp.exponential, method="gumbel", **KW),
+        R,
+        R_NEIGHBOUR,
+        "batched",
+        RACE,
+    ),
+    "exponential_streaming_inverse_cdf": (
+        _streaming,
+        D,
+        D_NEIGHBOUR,
+        "batched",
+        _categorical(N_BIG),
+    ),
+    "exponential_streaming_gumbel": (
+        functools.partial(_streaming, method="gumbel"),
+        R,
+        R_NEIGHBOUR,
+        "batched",
+        RACE,
+    ),
+    # report-noisy-max and permute-and-flip: tabulated at many draws, races at few
+    "report_noisy_max_gumbel_table": (
+        functools.partial(jaxdp.report_noisy_max, noise="gumbel", **KW),
+        D,
+        D_NEIGHBOUR,
+        "batched",
+        _tabulated.guarantee(N_BIG, EPS, "gumbel"),
+    ),
+    "permute_and_flip_table": (
+        functools.partial(jaxdp.permute_and_flip, **KW),
+        D,
+        D_NEIGHBOUR,
+        "batched",
+        _tabulated.guarantee(N_BIG, EPS, "exponential"),
+    ),
+    "report_noisy_max_laplace_race": (
+        functools.partial(jaxdp.report_noisy_max, noise="laplace", **KW),
+        R,
+        R_NEIGHBOUR,
+        "montecarlo",
+        RACE,
+    ),
+    "permute_and_flip_race": (
+        functools.partial(jaxdp.permute_and_flip, **KW),
+        R,
+        R_NEIGHBOUR,
+        "montecarlo",
+        RACE,
+    ),
+    "top_k_2": (
+        functools.partial(jaxdp.top_k, k=2, **KW),
+        R,
+        R_NEIGHBOUR,
+        "batched",
+        (EPS + 2 * 40 * 2.0**-24, 1e-10),
+    ),
+    # continuous ranges: the interval choice and the point inside it
+    "private_quantile": (
+        _quantile,
+        QUANTILE_DATA,
+        jnp.append(QUANTILE_DATA, 10.0),
+        "batched",
+        (EPS + 1e-5, 1e-10),
+    ),
+    "private_price": (
+        _price,
+        QUANTILE_DATA / 2,
+        jnp.append(QUANTILE_DATA / 2, 4.0),
+        "batched",
+        (EPS + 1e-5, 1e-10),
+    ),
+    "private_mode": (
+        functools.partial(jaxdp.private_mode, epsilon=EPS, num_categories=3),
+        MODE_DATA,
+        jnp.append(MODE_DATA, 1),
+        "batched",
+        _categorical(3),
+    ),
+    "select_hypothesis": (
+        lambda key, labels, shape=None: jaxdp.select_hypothesis(
+            key, PRED, labels, epsilon=EPS, shape=shape
+        ),
+        LABELS,
+        LABELS.at[-1].set(0),
+        "batched",
+        _categorical(3),
+    ),
+    # additive noise
+    "laplace_granular": (
+        functools.partial(jaxdp.laplace, epsilon=EPS, sensitivity=1.0, granularity=0.125),
+        jnp.float32(0.0),
+        jnp.float32(1.0),
+        "batched",
+        (EPS + 1e-5, 1e-9),
+    ),
+    "randomized_response": (
+        functools.partial(jaxdp.randomized_response, epsilon=EPS, num_categories=4),
+        jnp.int32(0),
+        jnp.int32(1),
+        "batched",
+        (EPS + 1e-6, 1e-10),
+    ),
+}
+
+
+def _audit(mech, x, xn, driver, eps_stated, key):
+    return audit.estimate_delta(
+        mech, x, xn, DRAWS, epsilon=eps_stated, key=jax.random.key(key),
+        num_select=SELECT, confidence=0.99, driver=driver, batch_size=1 << 20,
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(PATHS))
+def test_path_audit(name):
+    mech, x, xn, driver, (eps_stated, delta_stated) = PATHS[name]
+    est = _audit(mech, x, xn, driver, eps_stated, key=zlib.crc32(name.encode()))
+    print(f"\n{name}: δ lower bound {est.lower_bound:.3g} at ε' = {eps_stated:.7g} "
+          f"(stated δ' {delta_stated:.2g}, resolution {RESOLUTION:.2g}); event: {est.event}; "
+          f"counts {est.counts}")  # fmt: skip
+    assert est.lower_bound <= delta_stated + RESOLUTION, est
+
+
+@pytest.mark.slow
+def test_path_audit_catches_rounding_control():
+    """The old float32 inverse CDF (finding 1) through the same audit: caught."""
+    mech = functools.partial(rounding_inverse_cdf, **KW)
+    eps_stated, delta_stated = _categorical(N_HUGE)
+    est = _audit(mech, H, H_NEIGHBOUR, "batched", eps_stated, key=5)
+    print(f"\nrounding control: δ lower bound {est.lower_bound:.3g}; event: {est.event}")
+    assert est.lower_bound > 10 * (delta_stated + RESOLUTION), est
+
+
+def test_paths_cover_the_dispatcher():
+    """Every layout of the categorical dispatcher has an audit: the alias table
+    (many draws per call, batched driver) and the descent (one draw per trial)."""
+    assert _descent.uses_alias(N_BIG, 1 << 20) and _descent.uses_alias(N_HUGE, 1 << 20)
+    assert not _descent.uses_alias(N_BIG, 1)
+    drivers = {PATHS[p][3] for p in ("exponential_alias_table", "exponential_descent")}
+    assert drivers == {"batched", "montecarlo"}
+    assert np.all(np.asarray(D_NEIGHBOUR) - np.asarray(D) >= 0)  # one added record

@@ -378,10 +378,12 @@ def _joint_top_k_impl(key, scores, epsilon, sensitivity, *, k, monotonic, shape)
         r = uniform_below(kp, jnp.maximum(size, 1))
         # The r-th item of [0, |A_p|) not yet placed: ``used`` is sorted, and the
         # t-th placed item u_t has u_t - t unplaced items below it.
-        item = r + jnp.sum(used - slots <= r[..., None], axis=-1)
+        item = r + jnp.sum(used - slots <= r[..., None], axis=-1, dtype=jnp.int32)
         here = jnp.where(p == gi, gj, item)
         new = jnp.where(p == gi, big, item)[..., None]
-        before = jnp.concatenate([jnp.full(used.shape[:-1] + (1,), -1), used[..., :-1]], -1)
+        before = jnp.concatenate(
+            [jnp.full(used.shape[:-1] + (1,), -1, jnp.int32), used[..., :-1]], -1
+        )
         used = jnp.where(used < new, used, jnp.where(before < new, new, before))
         return used, (here, (p == gi) | (size >= 1))
 

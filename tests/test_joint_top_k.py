@@ -269,3 +269,20 @@ def test_law_larger_n_both_layouts(rows, draws):
     )
     tuples, probs = joint_law(scores, 3, 1.5, 0.5, True)
     assert_matches_law(tuple_ids(d.reshape(-1, 3), tuples, 9), probs)
+
+
+def test_law_under_x64():
+    """The float64 path (int64 defaults, float64 exponents and ln 2 split)."""
+    with jax.enable_x64():
+        draws = jaxdp.joint_top_k(KEY, SCORES, 2, epsilon=2.0, sensitivity=1.0, shape=(DRAWS,))
+        c = np.sort(np.asarray(SCORES))[::-1]
+        w, _ = jtk.group_weights(jnp.asarray(c)[None], jnp.asarray([0.5]), 2)
+        assert w.dtype == jnp.float64
+    assert draws.dtype == jnp.int32
+    tuples, probs = joint_law(SCORES, 2, 2.0, 1.0)
+    assert_matches_law(tuple_ids(draws, tuples, len(SCORES)), probs)
+    ref = reference_log_weights(c, 0.5, 2)
+    live = np.isfinite(ref)
+    w = np.asarray(w[0])
+    assert np.all(w[~live] == 0)
+    assert np.ptp(np.log(w[live]) - ref[live]) <= 1e-13  # one common factor 2**-T

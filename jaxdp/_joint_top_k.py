@@ -17,9 +17,19 @@ error ``< E`` and every later one an item with error ``<= E``. Those item sets
 group has exactly ``prod_{p != i} (|A_p| - (p - 1))`` members (positions counted
 from 1), and drawing one uniformly is: for ``p = 1..k``, ``p != i``, one item
 uniformly from ``A_p`` minus the items already placed. Every sequence is in
-exactly one group, so this samples the joint law exactly. Errors are compared
-as computed (``c_(p) - c_(l)`` in the compute dtype), which is monotone in both
-scores, so the grouping is exact for the errors the code uses, ties included.
+exactly one group, so this samples the joint law exactly.
+
+In finite precision (derivation in ``SECURITY.md``, "Finite precision: joint
+top-k"): the errors ``c_(p) - c_(l)`` are formed exactly as TwoSum pairs and
+compared lexicographically, so the grouping and the counts are those of the
+exact errors, ties included; a group's weight ``exp(-ε E / (2Δ_u)) × count``
+is computed to a few ulp *relative* (:func:`group_weights`: the integer count
+product as a double-float mantissa times an exact power of two, the exponential
+split so that its one large ``exp`` sees the whole log-weight) and handed to
+the sound categorical kernel (:func:`jaxdp._descent.sample`); the k - 1 uniform
+choices inside the group draw an index below the group's size from 64 random
+bits with exact integer arithmetic (:func:`uniform_below`), then map it to the
+unplaced items in O(k).
 """
 
 from __future__ import annotations
@@ -30,9 +40,11 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.experimental import checkify
 
-from . import _checks, _kernels, _sampling, _top_k
+from . import _checks, _descent, _kernels, _top_k
+from . import _twofloat as _tf
 from ._typing import Array, ArrayLike, PRNGKey
 
 _NEG_INF = -jnp.inf
@@ -73,20 +85,24 @@ def joint_top_k(
     way and the error moves by at most Δ. This is the paper's Lemma for counts
     (Δ = 1, monotonic: Δ_u = 1).
 
-    **Finite precision.** Both choices go through the categorical kernel
-    (``jaxdp._sampling.categorical``), so each draw inherits its (ε', δ') from
-    ``SECURITY.md`` ("The categorical kernel"), for the first choice over k·n
-    groups and for each of the k - 1 uniform choices. What this function adds:
-    a group's log-weight is ``-ε E / (2Δ_u)`` (one product, one division: 2
-    ulps) plus a sum of k - 1 logarithms of integers at most n (1 ulp each, k
-    roundings of the sum), so with ``u = 2**-24`` (float32) its absolute error
-    is at most ``u (2 |ε E / 2Δ_u| + 2k ln n)``. For groups of probability above
-    ``δ'`` (``|ε E/2Δ_u| <= 40 + k ln n``) and k = 10, n = 10**4, that is about
-    5e-5, and the privacy loss moves by at most twice that, ``ε' <= ε + 1e-4``
-    before the kernel's own term (1e-13 under ``jax.enable_x64``). Errors are
-    the differences ``c_(i) - c_l`` as computed; their rounding (half an ulp of
-    the difference) adds at most that much to Δ_u. Integer scores below 2**24
-    are exact.
+    **Finite precision.** Proven in ``SECURITY.md`` ("Finite precision: joint
+    top-k") for the code as it computes: the errors are compared exactly (the
+    grouping is that of the exact errors, ties included), each group's weight
+    ``exp(-ε E/(2Δ_u)) × count`` is computed to within ``2 u_exp + 2u + τ``
+    relative (``u = 2**-24``, ``τ < 0.01u`` for ``k ≤ 1000``; the count product as
+    a double-float mantissa times an exact power of two, normalised by the row's
+    largest weight) and drawn by the sound categorical kernel over the ``k n``
+    groups, and the uniform choices inside the group use 64 random bits in exact
+    integer arithmetic (relative bias ``≤ n 2**-64`` each). One draw is
+    (ε', δ')-DP with ``ε' = ε_kernel(k n) + 4τ + 2.02 (k - 1) n 2**-64`` and
+    ``δ' = δ_kernel(k n) + (1 + e**ε') k n 2**-122`` (groups below float32's normal
+    range): in float32 ε' ≤ ε + 7.4e-6 for k = 10, n = 10**4, ε' ≤ ε + 7.9e-6
+    and δ' ≤ 8.2e-11 for k = 10, n = 10**6, and ε' ≤ ε + 8.4e-6, δ' ≤ 9.6e-11 for
+    k = 100, n = 10**6 (``jaxdp._joint_top_k.guarantee(n, k, ε)``); far smaller
+    under ``jax.enable_x64``. The scale ``ε/(2Δ_u)`` is rounded down, so ε is never
+    exceeded. Assumes scores whose differences are finite (``|s| < 2**127`` in
+    float32); integer scores are shifted exactly by their row maximum, so gaps
+    below ``2**24`` are exact.
 
     Args:
       key: a PRNG key (typed or legacy); one key per call.
@@ -135,28 +151,184 @@ def joint_top_k(
     )
 
 
-def _group_logits(c_sorted: Array, scale: Array, k: int) -> tuple[Array, Array]:
-    """For one row of descending scores: (errors ``(k, n)``, group logits ``(k, n)``)."""
-    n = c_sorted.shape[-1]
+# ----------------------------------------------------------------------------- constants
+
+#: ``ln 2`` as an unevaluated sum ``hi + lo`` per dtype (``hi`` the nearest float).
+_LN2 = {
+    np.dtype(np.float32): (float.fromhex("0x1.62e43p-1"), float.fromhex("-0x1.05c61p-29")),
+    np.dtype(np.float64): (
+        float.fromhex("0x1.62e42fefa39efp-1"),
+        float.fromhex("0x1.abc9e3b39803fp-56"),
+    ),
+}
+
+#: Computed group weights are normalised so that the largest lies in
+#: ``[2**-1, 2**1]`` (up to rounding); those below ``2**-UNDERFLOW_LOG2`` (float32;
+#: :func:`underflow_log2` per dtype) may be off by more than the stated relative
+#: error (subnormal or flushed to 0) and are counted in δ'.
+UNDERFLOW_LOG2 = 124
+
+
+def underflow_log2(dtype) -> int:
+    """``-log2`` of the smallest normalised group weight computed to full relative precision."""
+    return 1020 if np.dtype(dtype) == np.float64 else UNDERFLOW_LOG2
+
+
+# ----------------------------------------------------------------------------- exact parts
+
+
+def _exponent(h: Array) -> tuple[Array, Array]:
+    """``(e, 2**-e)`` with ``h = m 2**e``, ``m`` in ``[1/2, 1)``, for positive normal ``h``
+    whose exponent ``e`` lies in ``[-120, 120]`` (read from the bits; exact)."""
+    if h.dtype == jnp.float64:
+        word, shift, mask, bias = jnp.uint64, 52, 0x7FF, 1022
+    else:
+        word, shift, mask, bias = jnp.uint32, 23, 0xFF, 126
+    bits = jax.lax.bitcast_convert_type(h, word)
+    e = ((bits >> word(shift)) & word(mask)).astype(jnp.int32) - bias
+    inv = jax.lax.bitcast_convert_type((bias + 1 - e).astype(word) << word(shift), h.dtype)
+    return e, inv
+
+
+def _count_as_pair(m: Array, n: int, dtype) -> tuple[Array, Array]:
+    """The non-negative int32 ``m < 2**31`` as an exact double-float ``(hi, lo)``."""
+    if np.dtype(dtype) == np.float64 or n < 2**24:
+        return m.astype(dtype), jnp.zeros(m.shape, dtype)
+    hi = (m & ~jnp.int32(0xFFF)).astype(dtype)  # <= 19 significant bits: exact
+    return _tf.fast_two_sum(hi, (m & jnp.int32(0xFFF)).astype(dtype))
+
+
+def _search(flat: Array, n: int, base: Array, cp: Array, e_hi: Array, e_lo: Array, strict):
+    """``#{l : c_p - c_l < E}`` (``strict``) or ``<= E``, per query, compared exactly.
+
+    ``flat`` holds the rows of descending scores ``c`` end to end; ``base`` is
+    the query's row offset into it, ``cp`` its row's ``c_p``, ``(e_hi, e_lo)``
+    the exact error ``E`` (a TwoSum pair). ``c_p - c_l`` is non-decreasing in
+    ``l``, so the count is the length of the prefix where the comparison holds:
+    a branch-free binary search in one ``fori_loop`` (``n.bit_length()`` steps,
+    one gather each). ``c_p - c_l`` is formed exactly as a TwoSum pair at each
+    step and compared with ``E`` lexicographically, which is exact for
+    TwoSum pairs (round-to-nearest is monotone); an infinite difference (a
+    ``-inf`` score) compares as ``+inf``.
+    """
+    steps = max(1, int(n).bit_length())
+
+    def body(t, pos):
+        stride = jnp.left_shift(jnp.int32(1), steps - 1 - t)
+        cand = pos + stride
+        c_l = jnp.take(flat, base + jnp.minimum(cand, n) - 1, mode="clip")
+        d_hi, d_lo = _tf.two_sum(cp, -c_l)
+        d_lo = jnp.where(jnp.isfinite(d_hi), d_lo, jnp.zeros_like(d_lo))
+        tie = jnp.where(strict, d_lo < e_lo, d_lo <= e_lo)
+        below = (d_hi < e_hi) | ((d_hi == e_hi) & tie)
+        return jnp.where((cand <= n) & below, cand, pos)
+
+    zero = jnp.zeros(jnp.broadcast_shapes(base.shape, e_hi.shape), jnp.int32)
+    return jax.lax.fori_loop(0, steps, body, zero)
+
+
+def _errors(c_i: Array, c_j: Array) -> tuple[Array, Array]:
+    """``c_i - c_j`` exactly, as a TwoSum pair (low part 0 where the high part is infinite)."""
+    e_hi, e_lo = _tf.two_sum(c_i, -c_j)
+    return e_hi, jnp.where(jnp.isfinite(e_hi), e_lo, jnp.zeros_like(e_lo))
+
+
+def group_weights(c_sorted: Array, scale: Array, k: int) -> tuple[Array, Array]:
+    """Weights ``(R, k, n)`` of the groups ``(i, j)`` and the row exponents ``T`` ``(R,)``.
+
+    ``c_sorted`` ``(R, n)``: each row's scores in descending order (``-inf``
+    last); ``scale`` ``(R,)``: the (rounded down) ``ε / (2 Δ_u)``. The weight of
+    group ``(i, j)`` is ``exp(-scale E_ij) N_ij 2**-T`` to a relative error
+    bounded in ``SECURITY.md`` ("joint top-k"), where ``E_ij = c_i - c_j`` is
+    exact and ``N_ij`` the exact number of sequences in the group:
+
+    * the counts ``|A_p| - p`` come from exact comparisons (:func:`_search`);
+    * their product is a double-float mantissa times an exact power of two
+      ``2**X`` (renormalised after each factor, so nothing overflows);
+    * ``-scale E = big + small`` exactly up to one rounding of ``u**2``
+      (TwoSum for ``E``, TwoProduct for ``big = fl(E_hi scale)``), and ``big`` is
+      combined *exactly* (TwoProduct, TwoSum) with ``(X - T) ln 2``: the one
+      large ``exp`` sees the group's whole log-weight, in range, and everything
+      else is a remainder of order ``u`` times the magnitudes, so the weight's
+      error does not grow with ``scale E`` (as a plain float32 logit's
+      ``2u |logit|`` does, and the count products make logits of several hundred
+      relevant);
+    * ``T = floor(max (X + (big + small) log2 e))`` over the row's nonempty
+      groups, so the largest weight is within ``[2**-1, 2**1]`` (rounding aside).
+
+    Empty groups, ``-inf`` items and overflowing errors get weight 0.
+    """
+    num_rows, n = c_sorted.shape
     dtype = c_sorted.dtype
-    # err[p, l] = c_(p) - c_(l): non-decreasing in l; +inf for -inf scores
-    err = c_sorted[:k, None] - c_sorted[None, :]
-    err = jnp.where(jnp.isnan(err), jnp.inf, err)
-    flat_e = err.reshape(-1)  # the group (i, j) has error err[i, j]
-    pos = jnp.arange(k)
+    flat = c_sorted.reshape(-1)
+    c_i = c_sorted[:, :k, None]  # (R, k, 1)
+    c_j = c_sorted[:, None, :]  # (R, 1, n)
+    e_hi, e_lo = _errors(c_i, c_j)  # (R, k, n)
+    base = (jnp.arange(num_rows, dtype=jnp.int32) * n)[:, None, None]
+    pos_i = jnp.arange(k, dtype=jnp.int32)[None, :, None]
 
-    def add_position(total, p):
-        row = err[p]
-        below = jnp.searchsorted(row, flat_e, side="left").reshape(k, n)
-        upto = jnp.searchsorted(row, flat_e, side="right").reshape(k, n)
-        count = jnp.where(p < pos[:, None], below, upto) - p
-        term = jnp.where(count > 0, jnp.log(jnp.maximum(count, 1).astype(dtype)), _NEG_INF)
-        return total + jnp.where(p == pos[:, None], 0.0, term), None
+    def add_position(carry, p):
+        mh, ml, x = carry
+        cp = jax.lax.dynamic_index_in_dim(c_sorted, p, axis=1, keepdims=False)[:, None, None]
+        count = _search(flat, n, base, cp, e_hi, e_lo, p < pos_i) - p
+        count = jnp.where(p == pos_i, 1, jnp.maximum(count, 0))
+        fh, fl = _count_as_pair(count, n, dtype)
+        mh, ml = _tf.dd_mul(mh, ml, fh, fl)
+        e, inv = _exponent(jnp.where(mh > 0, mh, jnp.ones_like(mh)))
+        return (mh * inv, ml * inv, x + e), None
 
-    logcount, _ = jax.lax.scan(add_position, jnp.zeros((k, n), dtype), pos)
-    finite = jnp.isfinite(err)
-    logits = jnp.where(finite, logcount - scale * jnp.where(finite, err, 0), _NEG_INF)
-    return err, logits
+    one = jnp.ones(e_hi.shape, dtype)
+    init = (one, jnp.zeros_like(one), jnp.zeros(e_hi.shape, jnp.int32))
+    if k > 1:
+        (mh, ml, x), _ = jax.lax.scan(add_position, init, jnp.arange(k, dtype=jnp.int32))
+    else:
+        mh, ml, x = init
+    e, inv = _exponent(mh)  # k == 1: mh == 1
+    mh, ml, x = mh * inv, ml * inv, x + e
+
+    # -scale E = big + small exactly, big = fl(d_hi scale) (TwoProduct).
+    d_hi, d_lo = -e_hi, -e_lo
+    c = scale[:, None, None]
+    big, big_lo = _tf.two_prod(d_hi, c)
+    small = big_lo + d_lo * c
+    # Weights below e**-(2**100) are 0 in any precision (counted in δ').
+    live = (mh > 0) & (c_j > -jnp.inf) & (big > dtype.type(-(2.0**100)))
+    xf = x.astype(dtype)
+    approx = jnp.where(live, xf + big * dtype.type(math.log2(math.e)), -jnp.inf)
+    top = jnp.max(approx, axis=(1, 2))
+    t = jnp.floor(jnp.where(jnp.isfinite(top), top, jnp.zeros_like(top)))
+    s = jnp.where(live, xf - t[:, None, None], jnp.zeros_like(xf))  # an integer, exact
+    ln2_hi, ln2_lo = _LN2[np.dtype(dtype)]
+    p_hi, p_lo = _tf.two_prod(s, jnp.asarray(ln2_hi, dtype))  # s ln2_hi, exactly
+    h, h_lo = _tf.two_sum(big, p_hi)  # big + s ln2_hi = h + h_lo, exactly
+    safe_mh = jnp.where(live, mh, jnp.ones_like(mh))
+    rest = (small + (h_lo + p_lo)) + (s * dtype.type(ln2_lo) + ml / safe_mh)
+    w = jnp.exp(h) * jnp.exp(rest) * mh
+    return jnp.where(live, w, jnp.zeros_like(w)), t
+
+
+def _mul_hi(a: Array, b: Array) -> tuple[Array, Array]:
+    """``a b = hi 2**32 + lo`` for uint32 ``a, b``, exactly (16-bit halves)."""
+    m16 = jnp.uint32(0xFFFF)
+    a0, a1, b0, b1 = a & m16, a >> 16, b & m16, b >> 16
+    p00, p01, p10, p11 = a0 * b0, a0 * b1, a1 * b0, a1 * b1
+    mid = (p00 >> 16) + (p01 & m16) + (p10 & m16)
+    hi = p11 + (p01 >> 16) + (p10 >> 16) + (mid >> 16)
+    return hi, (mid << 16) | (p00 & m16)
+
+
+def uniform_below(key: PRNGKey, m: Array) -> Array:
+    """``floor(m X / 2**64)`` for a uniform 64-bit ``X``: int32 in ``[0, m)`` for
+    ``1 <= m < 2**31``, each value with probability within ``2**-64`` of ``1/m``
+    (exact integer arithmetic)."""
+    k1, k2 = jax.random.split(key)
+    x1 = jax.random.bits(k1, m.shape, jnp.uint32)
+    x0 = jax.random.bits(k2, m.shape, jnp.uint32)
+    mu = m.astype(jnp.uint32)
+    h1, l1 = _mul_hi(mu, x1)
+    h0, _ = _mul_hi(mu, x0)
+    total = l1 + h0  # wraps when the 2**32 digit carries
+    return (h1 + (total < l1).astype(jnp.uint32)).astype(jnp.int32)
 
 
 @partial(jax.jit, static_argnames=("k", "monotonic", "shape"))
@@ -173,44 +345,98 @@ def _joint_top_k_impl(key, scores, epsilon, sensitivity, *, k, monotonic, shape)
     batch = _kernels.broadcast_batch(scores.shape[:-1], epsilon.shape, sensitivity.shape)
     num_lead, tail = _kernels.split_shape(shape, batch)
     rows = math.prod(tail)
+    if math.prod(shape) == 0:
+        return jnp.zeros(shape + (k,), jnp.int32)
     valid = _kernels.row_valid(scores, epsilon, sensitivity)
     valid = valid & (jnp.sum(scores > -jnp.inf, axis=-1) >= k)
     valid = jnp.broadcast_to(valid, tail).reshape(rows)
 
     c = _kernels.flatten_rows(scores, tail)  # (R, n)
-    order = jnp.argsort(-c, axis=-1, stable=True)
+    order = jnp.argsort(-c, axis=-1, stable=True).astype(jnp.int32)
     c_sorted = jnp.take_along_axis(c, order, axis=-1)
+    c_sorted = jnp.where(valid[:, None], c_sorted, jnp.zeros_like(c_sorted))
     delta_u = sensitivity if monotonic else 2 * sensitivity
-    scale = jnp.broadcast_to(epsilon / (2 * delta_u), tail).reshape(rows).astype(dtype)
-    err, logits = jax.vmap(partial(_group_logits, k=k))(c_sorted, scale)  # (R, k, n)
+    info = jnp.finfo(dtype)
+    scale = jnp.clip((epsilon / (2 * delta_u)).astype(dtype), info.tiny, info.max)
+    scale = _descent.scale_down(jnp.broadcast_to(scale, tail).reshape(rows))
+    w, _ = group_weights(c_sorted, scale, k)  # (R, k, n)
 
     key_group, key_fill = jax.random.split(key)
-    draw_shape = (num_lead, rows)
-    group = _sampling.categorical(key_group, logits.reshape(rows, k * n), draw_shape)
-    ok = group >= 0
-    group = jnp.maximum(group, 0)
+    group, ok = _descent.sample(_kernels.fast_key(key_group), w.reshape(rows, k * n), num_lead)
+    ok = jnp.broadcast_to(ok & valid, (num_lead, rows))
     gi, gj = group // n, group % n  # position of the max and its item (sorted index)
-    rows_idx = jnp.arange(rows)[None, :]
-    e_max = err[rows_idx, gi, gj]  # (S, R)
-    items = jnp.arange(n)
+    flat = c_sorted.reshape(-1)
+    base = jnp.broadcast_to(jnp.arange(rows, dtype=jnp.int32) * n, (num_lead, rows))
+    e_hi, e_lo = _errors(jnp.take(flat, base + gi), jnp.take(flat, base + gj))
+    big = jnp.int32(np.iinfo(np.int32).max)  # an empty slot of ``used``
+    slots = jnp.arange(k, dtype=jnp.int32).reshape(1, 1, k)
 
     def fill(used, xs):
         p, kp = xs
-        row_err = err[:, p, :]  # (R, n)
-        strict = row_err[None] < e_max[..., None]
-        loose = row_err[None] <= e_max[..., None]
-        allowed = jnp.where((p < gi)[..., None], strict, loose) & ~used
-        pick = _sampling.categorical(kp, jnp.where(allowed, 0.0, _NEG_INF), draw_shape)
-        here = jnp.where(p == gi, gj, pick)
-        ok_p = (p == gi) | (pick >= 0)
-        used = used | (items[None, None, :] == here[..., None])
-        return used, (here, ok_p)
+        cp = jnp.take(flat, base + p)
+        size = _search(flat, n, base, cp, e_hi, e_lo, p < gi) - p
+        r = uniform_below(kp, jnp.maximum(size, 1))
+        # The r-th item of [0, |A_p|) not yet placed: ``used`` is sorted, and the
+        # t-th placed item u_t has u_t - t unplaced items below it.
+        item = r + jnp.sum(used - slots <= r[..., None], axis=-1, dtype=jnp.int32)
+        here = jnp.where(p == gi, gj, item)
+        new = jnp.where(p == gi, big, item)[..., None]
+        before = jnp.concatenate(
+            [jnp.full(used.shape[:-1] + (1,), -1, jnp.int32), used[..., :-1]], -1
+        )
+        used = jnp.where(used < new, used, jnp.where(before < new, new, before))
+        return used, (here, (p == gi) | (size >= 1))
 
-    used0 = items[None, None, :] == gj[..., None]
+    used0 = jnp.concatenate(
+        [gj[..., None], jnp.full((num_lead, rows, k - 1), big, jnp.int32)], axis=-1
+    )
     keys = jax.random.split(key_fill, k)
-    _, (picked, ok_fill) = jax.lax.scan(fill, used0, (jnp.arange(k), keys))
+    _, (picked, ok_fill) = jax.lax.scan(fill, used0, (jnp.arange(k, dtype=jnp.int32), keys))
     picked = jnp.moveaxis(picked, 0, -1)  # (S, R, k) sorted indices
-    ok = ok & jnp.all(jnp.moveaxis(ok_fill, 0, -1), axis=-1) & valid[None, :]
-    out = jnp.take_along_axis(order[None], jnp.clip(picked, 0, n - 1), axis=-1)
+    ok = ok & jnp.all(ok_fill, axis=0)
+    pos = (jnp.arange(rows, dtype=jnp.int32) * n)[None, :, None] + jnp.clip(picked, 0, n - 1)
+    out = jnp.take(order.reshape(-1), pos)
     out = jnp.where(ok[..., None], out, -1).astype(jnp.int32)
     return out.reshape(shape + (k,))
+
+
+# ----------------------------------------------------------------------------- guarantee
+
+
+def _relevant_logit(n: int, k: int, dtype) -> float:
+    """``L``: the largest ``scale E`` of a group whose normalised weight is at least
+    ``2**-underflow_log2(dtype)`` (its count is at most ``n**(k - 1)``, the top
+    group's weight at least 1, the largest normalised weight at most ``2**1.01``)."""
+    return (k - 1) * math.log(n) + (underflow_log2(dtype) + 1.01) * math.log(2)
+
+
+def weight_error(n: int, k: int, dtype=np.float32) -> float:
+    """Bound on ``|ln(w 2**T / W)|`` for the computed weight ``w`` of a group of exact
+    weight ``W`` whose normalised weight ``W 2**-T`` is at least
+    ``2**-underflow_log2(dtype)``: ``2 u_exp + 2u + tau`` (``u_exp = 2u``), with
+    ``tau`` the rounding of the small remainder and of the count product
+    (SECURITY.md, "joint top-k")."""
+    u = float(np.finfo(dtype).eps) / 2
+    big_l = _relevant_logit(n, k, dtype)
+    h = (underflow_log2(dtype) + 2) * math.log(2)
+    s = (k - 1) * math.log2(n) + 3
+    ln2_lo = abs(_LN2[np.dtype(dtype)][1])
+    tau = (u * u * (10 * big_l + 3 * h + 8 * k + 4) + 3 * u * s * ln2_lo) * (1 + 2.0**-20)
+    return 6 * u + tau
+
+
+def guarantee(n: int, k: int, epsilon: float, dtype=np.float32) -> tuple[float, float]:
+    """The (ε', δ') of one draw of :func:`joint_top_k` for rows of ``n`` outcomes
+    (SECURITY.md, "joint top-k"): the categorical kernel's bound over the ``k n``
+    groups for weights given to ``6u`` (:func:`jaxdp._descent.guarantee` with
+    ``recomputed=False``), plus ``4 tau`` for the weights' excess error over
+    ``6u`` and ``2 beta`` for the uniform fill (``beta = 1.01 (k - 1) n 2**-64``); δ'
+    adds ``(1 + e**ε') k n 2**-(underflow_log2 - 2)`` for the groups below the
+    normal range."""
+    u = float(np.finfo(dtype).eps) / 2
+    eps_k, delta_k = _descent.guarantee(k * n, epsilon, dtype, recomputed=False)
+    tau = weight_error(n, k, dtype) - 6 * u
+    beta = 1.01 * (k - 1) * n * 2.0**-64
+    eps_p = eps_k + 4 * tau + 2 * beta
+    under = (1 + math.exp(min(eps_p, 700.0))) * k * n * 2.0 ** -(underflow_log2(dtype) - 2)
+    return eps_p, delta_k + under

@@ -82,3 +82,26 @@ def exact_inverse_cdf(key, scores, epsilon, sensitivity, monotonic=False, shape=
     u = jax.random.uniform(key, () if shape is None else tuple(shape), jnp.float64)
     idx = jnp.searchsorted(cdf, u * cdf[-1], side="right")
     return jnp.minimum(idx, scores.shape[0] - 1).astype(jnp.int32)
+
+
+def float32_joint_top_k_logits(c_sorted, scale, k):
+    """The float32 group log-weights ``joint_top_k`` used before it computed its
+    weights exactly: ``-fl(scale E)`` plus a float32 sum of the logs of the counts,
+    with the errors ``E = fl(c_p - c_l)`` compared as rounded (``c_sorted`` one
+    descending row, ``(n,)``). Off by ``u (2 scale E + 2k ln n)``, and a rounded
+    error merges groups whose exact errors differ (e.g. ``2**25 - 1`` and
+    ``2**25``). Returns ``(k, n)`` logits."""
+    n = c_sorted.shape[-1]
+    err = c_sorted[:k, None] - c_sorted[None, :]
+    err = jnp.where(jnp.isnan(err), jnp.inf, err)
+    flat_e = err.reshape(-1)
+    pos = jnp.arange(k)
+    total = jnp.zeros((k, n), c_sorted.dtype)
+    for p in range(k):
+        below = jnp.searchsorted(err[p], flat_e, side="left").reshape(k, n)
+        upto = jnp.searchsorted(err[p], flat_e, side="right").reshape(k, n)
+        count = jnp.where(p < pos[:, None], below, upto) - p
+        term = jnp.where(count > 0, jnp.log(jnp.maximum(count, 1).astype(err.dtype)), -jnp.inf)
+        total = total + jnp.where(p == pos[:, None], 0.0, term)
+    finite = jnp.isfinite(err)
+    return jnp.where(finite, total - scale * jnp.where(finite, err, 0), -jnp.inf)

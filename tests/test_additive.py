@@ -10,6 +10,7 @@ import scipy.stats
 from laws import analytic_gaussian_sigma, assert_matches_cdf
 
 import jaxdp
+from jaxdp import _random
 from jaxdp._additive import analytic_gaussian_sigma as jaxdp_sigma
 
 N = 300_000
@@ -246,3 +247,49 @@ def test_dtype_follows_input_and_can_be_overridden():
     assert ok.dtype == jnp.float32
     with pytest.raises(ValueError, match="dtype must be a floating dtype"):
         jaxdp.laplace(key, bf, epsilon=1.0, sensitivity=1.0, dtype=jnp.int32)
+
+
+def _granular_noise_law(steps):
+    """The exact law of one ``floor(E * steps)`` as ``jaxdp._random.discrete_laplace``
+    computes it in float32 (E = -log v, v an open 32-bit uniform): the number of
+    the 2**32 words giving each value, found by bisection (the map is monotone)."""
+    scale = jnp.float32(steps)
+
+    @jax.jit
+    def g_of(words):
+        return jnp.floor(-jnp.log(_random._unit(words, 32, np.dtype(np.float32))) * scale)
+
+    sample = np.sort(np.random.default_rng(0).integers(0, 2**32, 2**16, dtype=np.uint64))
+    assert np.all(np.diff(np.asarray(g_of(jnp.asarray(sample.astype(np.uint32))))) <= 0)
+    gs = np.arange(int(g_of(jnp.zeros(1, jnp.uint32))[0]) + 2)
+    lo, hi = np.zeros(len(gs), np.int64), np.full(len(gs), 2**32, np.int64)
+    for _ in range(33):  # first word whose value is below g
+        mid = (lo + hi) // 2
+        val = np.asarray(g_of(jnp.asarray(np.minimum(mid, 2**32 - 1).astype(np.uint32))))
+        at_least = (val >= gs) & (mid < 2**32)
+        lo, hi = np.where(at_least, mid + 1, lo), np.where(at_least, hi, mid)
+    assert lo[0] == 2**32 and lo[-1] == 0
+    return (lo[:-1] - lo[1:]) / 2.0**32
+
+
+@pytest.mark.parametrize(
+    "eps, n_steps, delta", [(1.0, 1, 1e-9), (1.0, 100, 1e-9), (5.0, 1000, 6e-8)]
+)
+def test_granular_laplace_implemented_law_matches_the_docstring(eps, n_steps, delta):
+    """The implemented law of K = g0 - g1, computed exactly from the float32 code:
+    within e**(+-6.3e-6) of the discrete Laplace for |k| <= 10 s, and the
+    hockey-stick divergence between K and K + N at eps + 1e-5 below the
+    docstring's delta (SECURITY.md, "laplace(granularity=γ)")."""
+    s = n_steps / eps
+    p = _granular_noise_law(s)
+    pk = np.convolve(p, p[::-1])  # K = g0 - g1, index k + G
+    big_g = len(p) - 1
+    k = np.arange(-big_g, big_g + 1)
+    q = np.exp(-1 / s)
+    exact = (1 - q) / (1 + q) * q ** np.abs(k)
+    near = np.abs(k) <= 10 * s
+    assert np.max(np.abs(np.log(pk[near] / exact[near]))) <= 6.3e-6
+    shifted = np.zeros_like(pk)
+    shifted[n_steps:] = pk[:-n_steps]  # P[K + N = k]
+    hockey = np.sum(np.maximum(0.0, pk - np.exp(eps + 1e-5) * shifted))
+    assert 0 < hockey <= delta

@@ -264,8 +264,8 @@ def descend(
     (then scores, not weights) of shape ``(num_draws, R, K)`` into their weights:
     so that the ``(R, n)`` weights are never written to memory.
 
-    The levels run in one ``lax.fori_loop`` (top first), whose carry ``node`` is
-    materialised at every level: unrolled, XLA:CPU duplicated each level's
+    The levels run in one loop (a ``lax.scan`` over the level keys, top first),
+    whose carry ``node`` is materialised at every level: unrolled, XLA:CPU duplicated each level's
     elementwise choice into the next level's gathers and into every consumer of
     the result (``O(L**2)`` copies of the sorting network, and compile times of
     tens of seconds); ``optimization_barrier`` is dropped there. Levels differ in
@@ -298,19 +298,23 @@ def descend(
 
     branches = [functools.partial(gather, level) for level in reversed(range(levels))]
 
-    def body(t: Array, node: Array) -> Array:
+    def body(t: Array, level_key: PRNGKey, node: Array) -> Array:
         block_h, block_l = jax.lax.switch(t, branches, node)
         child = _choose(
-            keys[t], [block_h[..., j] for j in range(K)], [block_l[..., j] for j in range(K)]
+            level_key, [block_h[..., j] for j in range(K)], [block_l[..., j] for j in range(K)]
         )
         return node * K + child
 
     # The top level runs before the loop, so that the carry starts as a value
     # computed from the tables (varying, under shard_map, like the body's output).
-    node = body(0, jnp.zeros((num_draws, num_rows), jnp.int32))
+    node = body(0, keys[0], jnp.zeros((num_draws, num_rows), jnp.int32))
     if levels == 1:
         return node
-    return jax.lax.fori_loop(1, levels, body, node)
+    # A scan over the level keys, not an index into them inside the loop: the same
+    # keys (so the same draws), and JAX's key-reuse checker sees each used once.
+    return jax.lax.scan(
+        lambda node, xs: (body(xs[0], xs[1], node), None), node, (jnp.arange(1, levels), keys[1:])
+    )[0]
 
 
 def uses_alias(n: int, num_draws: int) -> bool:

@@ -317,11 +317,12 @@ def descend(
     )[0]
 
 
-def uses_alias(n: int, num_draws: int) -> bool:
-    """Whether :func:`sample` draws ``num_draws`` per row of ``n`` by an alias table
-    (:mod:`jaxdp._alias`: ``O(N log N)`` per row, ``O(1)`` per draw) rather than by
-    the descent (``O(n)`` per row, ``O(log n)`` gathers of 16 lanes per draw)."""
-    return _tuning.use_alias(n, num_draws)
+def uses_alias(n: int, num_draws: int, num_rows: int = 1) -> bool:
+    """Whether :func:`sample` draws ``num_draws`` per row of ``n`` (``num_rows`` rows)
+    by an alias table (:mod:`jaxdp._alias`: ``O(N log N)`` per row, ``O(1)`` per
+    draw) rather than by the descent (``O(n)`` per row, ``O(log n)`` gathers of 16
+    lanes per draw): :func:`jaxdp._tuning.use_alias`."""
+    return _tuning.use_alias(n, num_draws, num_rows=num_rows)
 
 
 def _sample_descent(
@@ -345,8 +346,8 @@ def sample(key: PRNGKey, w: Array, num_draws: int) -> tuple[Array, Array]:
     Many draws per row go through an alias table (:func:`uses_alias`), few through
     the descent; both are sound (:func:`guarantee` bounds the two).
     """
-    n = w.shape[-1]
-    if uses_alias(n, num_draws):
+    num_rows, n = w.shape
+    if uses_alias(n, num_draws, num_rows):
         return _alias.sample(key, w, num_draws)
     blocks = _leaf_block_sums(lambda cols: w[..., cols], n)
     return _sample_descent(key, _pad_to(w, level_sizes(n)[0]), blocks, n, num_draws)
@@ -362,8 +363,8 @@ def sample_scores(
     looks at from the unpadded scores (the same expression; were XLA to round it
     differently there, each is still within the weights' error of exact, which
     :func:`guarantee` counts twice)."""
-    n = scores.shape[-1]
-    if uses_alias(n, num_draws):
+    num_rows, n = scores.shape
+    if uses_alias(n, num_draws, num_rows):
         return sample(key, weights(scores, row_max, scale), num_draws)
     blocks = _leaf_block_sums(lambda cols: weights(scores[:, cols], row_max, scale), n)
 

@@ -119,13 +119,16 @@ def table_chunk(platform: str | None = None) -> int:
 #: The alias table is built when each row gets at least ``c * N`` draws, ``N =
 #: 2**b >= n`` its columns and ``c`` the draws per column of the last ``(rows,
 #: c)`` entry whose ``rows`` the call reaches. Trades the table's construction
-#: (two double-float prefix scans and two binary searches over the columns)
-#: against the descent's per-draw walk (a 16-lane gather, a sorting network and
-#: a 64-bit uniform per level), which the table replaces by O(1) work. CPU: the
-#: table pays once draws reach about a quarter of its columns. GPU
-#: (unmeasured): the CPU value; neither kernel serialises (the descent's levels
+#: (two double-float prefix scans and two binary searches over the columns,
+#: about 1 us a column on CPU) against the descent's per-draw walk (a 16-lane
+#: gather, a sorting network and a 64-bit uniform per level, 0.25 us a draw for
+#: one row, more for many rows, whose levels no longer stay in cache), which the
+#: table replaces by O(1) work. CPU: ``python -m benchmarks tuning --only
+#: alias`` (rows ``alias_b<B>_n<n>_s<S>``: the two cross between 3 and 8 draws
+#: per column for up to 64 rows, between 1 and 2 from 256 rows on). GPU
+#: (unmeasured): the CPU values; neither kernel serialises (the descent's levels
 #: are at most 8 loop steps).
-ALIAS_DRAWS_PER_COLUMN = {"cpu": ((1, 0.25),), "gpu": ((1, 0.25),)}
+ALIAS_DRAWS_PER_COLUMN = {"cpu": ((1, 4.0), (256, 2.0)), "gpu": ((1, 4.0), (256, 2.0))}
 
 #: Fewest draws per row for which the alias table is considered at all (below
 #: it the descent's few levels are cheaper than any table). GPU: the CPU value.

@@ -119,15 +119,14 @@ def table_chunk(platform: str | None = None) -> int:
 #: The alias table is built when each row gets at least ``c * N`` draws, ``N =
 #: 2**b >= n`` its columns and ``c`` the draws per column of the last ``(rows,
 #: c)`` entry whose ``rows`` the call reaches. Trades the table's construction
-#: (two double-float prefix scans and two binary searches over the columns,
-#: about 1 us a column on CPU) against the descent's per-draw walk (a 16-lane
-#: gather, a sorting network and a 64-bit uniform per level, 0.25 us a draw for
-#: one row, more for many rows, whose levels no longer stay in cache), which the
-#: table replaces by O(1) work. CPU: ``python -m benchmarks tuning --only
-#: alias`` (rows ``alias_b<B>_n<n>_s<S>``: the two cross between 3 and 8 draws
-#: per column for up to 64 rows, between 1 and 2 from 256 rows on). GPU
-#: (unmeasured): the CPU values; neither kernel serialises (the descent's levels
-#: are at most 8 loop steps).
+#: (two double-float prefix scans and two binary searches over the columns)
+#: against the descent's per-draw walk (a 16-lane gather, a sorting network and
+#: a 64-bit uniform per level; dearer per draw for many rows, whose levels no
+#: longer stay in cache), which the table replaces by O(1) work. CPU: ``python
+#: -m benchmarks tuning --only alias`` (rows ``alias_b<B>_n<n>_s<S>``: the two
+#: cross between 3 and 8 draws per column for 1 and 16 rows, between 1 and 2
+#: for 256 and 1024 rows). GPU (unmeasured): the CPU values; neither kernel
+#: serialises (the descent's levels are at most 8 loop steps).
 ALIAS_DRAWS_PER_COLUMN = {"cpu": ((1, 4.0), (256, 2.0)), "gpu": ((1, 4.0), (256, 2.0))}
 
 #: Fewest draws per row for which the alias table is considered at all (below
@@ -202,13 +201,16 @@ def use_table(noise: str, draws_per_row: int, n: int, platform: str | None = Non
 #: row over at most this many candidates, else by the inverse CDF (the sound
 #: descent or the alias table). Trades the race's ``n`` noise values per draw
 #: against the inverse CDF's fixed work per row (weights, block sums, at least
-#: one level of the descent). CPU: ``python -m benchmarks crossover`` (committed
-#: in ``benchmarks/results/<machine>/crossover_full.json``). GPU (unmeasured):
-#: the CPU value. The Gumbel region is kept small on purpose: the race's δ' is
-#: ``n (1 + e**ε') 2**-65``, which grows with ``n e**ε``, while the descent's does
-#: not depend on ε; widening it would make ``"auto"``'s guarantee depend on ε at
-#: larger ``n`` (ε is traced, so the rule cannot look at it).
-GUMBEL_MAX_CANDIDATES = {"cpu": 16, "gpu": 16}
+#: one level of the descent, two from 17 candidates on). CPU: ``python -m
+#: benchmarks crossover`` (committed: ``benchmarks/results/<machine>/
+#: crossover_full.json``): with one draw per row the race is faster up to 32
+#: candidates, ties at 48 and is slower from 64; with more draws per row the
+#: inverse CDF wins or ties nearly everywhere. GPU (unmeasured): the CPU value.
+#: The Gumbel region is kept small on purpose: the race's δ' is ``n (1 + e**ε')
+#: 2**-65``, which grows with ``n e**ε``, while the inverse CDF's does not depend
+#: on ε; a rule that picked the race for large ``n`` would make ``"auto"``'s
+#: guarantee depend on ε there (ε is traced, so the rule cannot look at it).
+GUMBEL_MAX_CANDIDATES = {"cpu": 32, "gpu": 32}
 
 
 def choose_method(
@@ -220,9 +222,9 @@ def choose_method(
     row; the inverse CDF costs ``n`` weights per row, then per draw a walk down
     the descent's levels or one alias-table lookup. With one draw per row the
     race wins only over few candidates (:data:`GUMBEL_MAX_CANDIDATES`); with
-    more draws the inverse CDF wins everywhere measured. ``num_rows`` does not
-    move the crossover. Static (shapes and platform only), so a call compiles
-    one kernel; both kernels are sound.
+    more draws the inverse CDF wins or ties. ``num_rows`` does not move the
+    crossover. Static (shapes and platform only), so a call compiles one kernel;
+    both kernels are sound.
     """
     del num_rows
     if num_draws_per_row == 1 and n <= GUMBEL_MAX_CANDIDATES[kind(platform)]:

@@ -6,6 +6,7 @@ distance to the hardware's limits. Subcommands::
 
     python -m benchmarks [--quick] [--backend cpu|gpu|all] [--out DIR]
     python -m benchmarks crossover [--quick]      # gumbel vs inverse_cdf: the `auto` rule
+    python -m benchmarks tuning [--quick]         # the measurements behind jaxdp._tuning
     python -m benchmarks pricing [...]            # benchmarks/pricing.py (continuous ranges)
     python -m benchmarks study <name> [...]       # benchmarks/studies.py (accuracy studies)
 

@@ -4,6 +4,7 @@
 
     python -m benchmarks [suite] [--quick] [--backend cpu|gpu|all] [--out DIR] ...
     python -m benchmarks crossover [--quick] [--out DIR]
+    python -m benchmarks tuning [--quick] [--only SECTION] [--out DIR]
     python -m benchmarks pricing [--quick] [--draws N] [--out DIR]
     python -m benchmarks study NAME [ARGS...]
 
@@ -22,7 +23,7 @@ from collections.abc import Sequence
 
 from . import _paths
 
-SUBCOMMANDS = ("suite", "crossover", "pricing", "study")
+SUBCOMMANDS = ("suite", "crossover", "tuning", "pricing", "study")
 
 #: Study modules, in the order they are searched: module -> the names it is known to run
 #: (a module may define more; ``STUDIES``, ``ALIASES`` and ``EXTRA_NAMES`` are read from it).
@@ -118,7 +119,7 @@ def run_study(name: str, rest: list[str]) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line: ``python -m benchmarks [COMMAND] ...``."""
-    from . import _suite, bench_crossover, pricing
+    from . import _suite, bench_crossover, pricing, tuning
 
     raw = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(
@@ -146,6 +147,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench_crossover.add_arguments(cross)
     cross.set_defaults(func=bench_crossover.run)
+    tune = sub.add_parser(
+        "tuning",
+        help="the measurements behind jaxdp._tuning's constants (chunks, the alias rule, "
+        "the tabulated noisy max's cost model)",
+        description=tuning.__doc__,
+        formatter_class=raw,
+    )
+    tuning.add_arguments(tune)
+    tune.set_defaults(func=tuning.run)
     price = sub.add_parser(
         "pricing",
         help="exact continuous pricing and quantiles against their laws and a grid",

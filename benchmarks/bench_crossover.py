@@ -1,9 +1,13 @@
 """``python -m benchmarks crossover``: where Gumbel-max beats the inverse CDF.
 
 Times ``jaxdp.exponential`` with ``method="gumbel"`` and ``"inverse_cdf"`` over
-a grid of (candidates n, draws per row S, rows B) and prints which is faster,
-next to what ``method="auto"`` (``jaxdp._kernels.choose_method``) picks. The
-table in ``choose_method``'s docstring comes from this command.
+a grid of (candidates n, draws per row S, rows B), the two compiled calls
+alternately in one process (ABBA rounds, so both run under the same load), and
+prints the median of the per-round ratios, which is faster, and what
+``method="auto"`` (``jaxdp._tuning.choose_method`` for this backend) picks. The
+``auto`` rule's constants (``jaxdp._tuning.GUMBEL_MAX_CANDIDATES``) come from
+this command; its output is committed as
+``benchmarks/results/<machine>/crossover_full.json``.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import statistics
 import sys
 from collections.abc import Sequence
 
@@ -19,36 +24,43 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxdp
-from jaxdp import _kernels
+from jaxdp import _tuning
 
 from . import _machine, _paths
-from ._timing import time_jax
+from ._timing import compiled_call, time_interleaved
 
 GRID = {
     "quick": {"n": (2, 8, 32, 256), "s": (1, 64), "b": (1, 1024)},
     "full": {
-        "n": (2, 4, 8, 16, 32, 64, 256, 1024, 8192),
-        "s": (1, 4, 16, 64, 1024),
+        "n": (2, 4, 8, 16, 24, 32, 48, 64, 256, 1024, 8192),
+        "s": (1, 2, 4, 16, 64, 1024),
         "b": (1, 1024),
     },
 }
 MAX_NOISE = 4 * 10**7  # largest S * B * n timed with the Gumbel method
 
 
-def measure(n: int, s: int, b: int, method: str, repeats: int) -> float:
+def measure(n: int, s: int, b: int, repeats: int) -> tuple[float, float, float]:
+    """(gumbel median s, inverse_cdf median s, median of the per-round ratios gumbel /
+    inverse_cdf), the two timed alternately."""
     scores = jnp.asarray(np.random.default_rng(n).normal(size=(b, n)) * 3.0, jnp.float32)
     shape = (s, b)
 
-    def fn(k, x):
-        return jaxdp.exponential(k, x, epsilon=1.0, sensitivity=1.0, shape=shape, method=method)
+    def call(method: str):
+        def fn(k, x):
+            return jaxdp.exponential(k, x, epsilon=1.0, sensitivity=1.0, shape=shape, method=method)
 
-    m = time_jax(fn, (jax.random.key(0), scores), repeats=repeats, budget_s=2.0)
-    return m.median_s
+        return compiled_call(fn, (jax.random.key(0), scores))[0]
+
+    t_g, t_i, ratios = time_interleaved(
+        call("gumbel"), call("inverse_cdf"), repeats=repeats, budget_s=4.0
+    )
+    return statistics.median(t_g), statistics.median(t_i), statistics.median(ratios)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``python -m benchmarks crossover``."""
-    p.add_argument("--quick", action="store_true", help="a 4 x 2 x 2 grid instead of 9 x 5 x 2")
+    p.add_argument("--quick", action="store_true", help="a 4 x 2 x 2 grid instead of 11 x 6 x 2")
     _paths.add_output_arguments(p, "<machine>")
 
 
@@ -61,7 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> int:
     """Times the grid, prints a table, writes ``crossover_<quick|full>.json``."""
     grid = GRID["quick" if args.quick else "full"]
-    repeats = 3 if args.quick else 5
+    repeats = 4 if args.quick else 10
+    backend = jax.default_backend()
     rows = []
     print(
         "| rows B | draws per row S | candidates n | gumbel ms | inverse_cdf ms | "
@@ -73,22 +86,21 @@ def run(args: argparse.Namespace) -> int:
             for n in grid["n"]:
                 if s * b * n > MAX_NOISE:
                     continue
-                t_g = measure(n, s, b, "gumbel", repeats)
-                t_i = measure(n, s, b, "inverse_cdf", repeats)
-                auto = _kernels.choose_method(s, n, b)
-                best = "gumbel" if t_g < t_i else "inverse_cdf"
+                t_g, t_i, ratio = measure(n, s, b, repeats)
+                auto = _tuning.choose_method(s, n, b, backend)
+                best = "gumbel" if ratio < 1 else "inverse_cdf"
                 rows.append(
                     {"n": n, "s": s, "b": b, "gumbel_s": t_g, "inverse_cdf_s": t_i,
-                     "faster": best, "auto": auto, "auto_loss": max(t_g, t_i) / min(t_g, t_i)
-                     if auto != best else 1.0}
+                     "ratio": ratio, "faster": best, "auto": auto,
+                     "auto_loss": max(ratio, 1 / ratio) if auto != best else 1.0}
                 )  # fmt: skip
                 print(
                     f"| {b} | {s} | {n} | {t_g * 1e3:.3g} | {t_i * 1e3:.3g} | "
-                    f"{t_g / t_i:.2f} | {best} | {auto}{'' if auto == best else ' (slower)'} |",
+                    f"{ratio:.2f} | {best} | {auto}{'' if auto == best else ' (slower)'} |",
                     flush=True,
                 )
     info = _machine.machine_info()
-    out = _paths.output_dir(args.out, args.update_committed, _machine.slug(info, "cpu"))
+    out = _paths.output_dir(args.out, args.update_committed, _machine.slug(info, backend))
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"crossover_{'quick' if args.quick else 'full'}.json"
     path.write_text(
@@ -98,8 +110,10 @@ def run(args: argparse.Namespace) -> int:
                     timespec="seconds"
                 ),
                 "machine": info,
+                "backend": backend,
+                "command": "python -m benchmarks crossover" + (" --quick" if args.quick else ""),
                 "columns": "rows B | draws per row S | candidates n | gumbel ms | "
-                "inverse_cdf ms | gumbel/icdf | faster | auto",
+                "inverse_cdf ms | median of per-round gumbel/icdf | faster | auto",
                 "rows": rows,
             },
             indent=1,

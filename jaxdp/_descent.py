@@ -264,8 +264,8 @@ def descend(
     (then scores, not weights) of shape ``(num_draws, R, K)`` into their weights:
     so that the ``(R, n)`` weights are never written to memory.
 
-    The levels run in one ``lax.fori_loop`` (top first), whose carry ``node`` is
-    materialised at every level: unrolled, XLA:CPU duplicated each level's
+    The levels run in one loop (a ``lax.scan`` over the level keys, top first),
+    whose carry ``node`` is materialised at every level: unrolled, XLA:CPU duplicated each level's
     elementwise choice into the next level's gathers and into every consumer of
     the result (``O(L**2)`` copies of the sorting network, and compile times of
     tens of seconds); ``optimization_barrier`` is dropped there. Levels differ in
@@ -298,26 +298,31 @@ def descend(
 
     branches = [functools.partial(gather, level) for level in reversed(range(levels))]
 
-    def body(t: Array, node: Array) -> Array:
+    def body(t: Array, level_key: PRNGKey, node: Array) -> Array:
         block_h, block_l = jax.lax.switch(t, branches, node)
         child = _choose(
-            keys[t], [block_h[..., j] for j in range(K)], [block_l[..., j] for j in range(K)]
+            level_key, [block_h[..., j] for j in range(K)], [block_l[..., j] for j in range(K)]
         )
         return node * K + child
 
     # The top level runs before the loop, so that the carry starts as a value
     # computed from the tables (varying, under shard_map, like the body's output).
-    node = body(0, jnp.zeros((num_draws, num_rows), jnp.int32))
+    node = body(0, keys[0], jnp.zeros((num_draws, num_rows), jnp.int32))
     if levels == 1:
         return node
-    return jax.lax.fori_loop(1, levels, body, node)
+    # A scan over the level keys, not an index into them inside the loop: the same
+    # keys (so the same draws), and JAX's key-reuse checker sees each used once.
+    return jax.lax.scan(
+        lambda node, xs: (body(xs[0], xs[1], node), None), node, (jnp.arange(1, levels), keys[1:])
+    )[0]
 
 
-def uses_alias(n: int, num_draws: int) -> bool:
-    """Whether :func:`sample` draws ``num_draws`` per row of ``n`` by an alias table
-    (:mod:`jaxdp._alias`: ``O(N log N)`` per row, ``O(1)`` per draw) rather than by
-    the descent (``O(n)`` per row, ``O(log n)`` gathers of 16 lanes per draw)."""
-    return _tuning.use_alias(n, num_draws)
+def uses_alias(n: int, num_draws: int, num_rows: int = 1) -> bool:
+    """Whether :func:`sample` draws ``num_draws`` per row of ``n`` (``num_rows`` rows)
+    by an alias table (:mod:`jaxdp._alias`: ``O(N log N)`` per row, ``O(1)`` per
+    draw) rather than by the descent (``O(n)`` per row, ``O(log n)`` gathers of 16
+    lanes per draw): :func:`jaxdp._tuning.use_alias`."""
+    return _tuning.use_alias(n, num_draws, num_rows=num_rows)
 
 
 def _sample_descent(
@@ -341,8 +346,8 @@ def sample(key: PRNGKey, w: Array, num_draws: int) -> tuple[Array, Array]:
     Many draws per row go through an alias table (:func:`uses_alias`), few through
     the descent; both are sound (:func:`guarantee` bounds the two).
     """
-    n = w.shape[-1]
-    if uses_alias(n, num_draws):
+    num_rows, n = w.shape
+    if uses_alias(n, num_draws, num_rows):
         return _alias.sample(key, w, num_draws)
     blocks = _leaf_block_sums(lambda cols: w[..., cols], n)
     return _sample_descent(key, _pad_to(w, level_sizes(n)[0]), blocks, n, num_draws)
@@ -358,8 +363,8 @@ def sample_scores(
     looks at from the unpadded scores (the same expression; were XLA to round it
     differently there, each is still within the weights' error of exact, which
     :func:`guarantee` counts twice)."""
-    n = scores.shape[-1]
-    if uses_alias(n, num_draws):
+    num_rows, n = scores.shape
+    if uses_alias(n, num_draws, num_rows):
         return sample(key, weights(scores, row_max, scale), num_draws)
     blocks = _leaf_block_sums(lambda cols: weights(scores[:, cols], row_max, scale), n)
 

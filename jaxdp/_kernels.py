@@ -303,44 +303,10 @@ def inverse_cdf(
 
 
 def choose_method(num_draws_per_row: int, n: int, num_rows: int) -> str:
-    """The faster of ``"gumbel"`` and ``"inverse_cdf"`` for these static sizes.
+    """``method="auto"``'s choice for these static sizes: :func:`jaxdp._tuning.choose_method`."""
+    from . import _tuning  # the rule and its constants live there
 
-    Gumbel-max costs ``S * n`` noise variates (a uniform and two logs each) per
-    row; the inverse CDF costs ``n`` exps per row, then per draw a few gathers
-    (guide table) or a walk down the block levels. Measured with
-    ``python -m benchmarks crossover`` (2-core AMD EPYC, jax 0.10.2, median ms
-    per call, ``B`` rows, ``S`` draws per row; full table in
-    ``benchmarks/results/``):
-
-    ====  ====  =====  ===========  ============  =======
-    B     S     n      gumbel ms    inverse_cdf   faster
-    ====  ====  =====  ===========  ============  =======
-    1024  1     2      0.13         0.30          gumbel
-    1024  1     16     0.24         0.28          gumbel
-    1024  1     32     0.33         0.28          icdf
-    1024  1     64     0.65         0.45          icdf
-    1024  1     1024   3.9          0.95          icdf
-    1024  4     2      0.39         0.27          icdf
-    1024  4     32     1.25         0.54          icdf
-    1024  16    4      1.39         0.37          icdf
-    1024  1024  8      49.8         4.1           icdf
-    1     1024  8192   27.5         0.30          icdf
-    1     1..64 <=64   ~0.1         ~0.1          (dispatch-bound: a tie)
-    ====  ====  =====  ===========  ============  =======
-
-    These timings were taken on the float32 prefix-sum kernels that the sound
-    descent (:mod:`jaxdp._descent`) and the race replaced; the rule is kept as it
-    was, and the crossover is to be measured again on the new kernels.
-
-    So the Gumbel method wins only for one draw per row over at most 16
-    candidates (where the inverse CDF's fixed per-row work dominates); the
-    inverse CDF wins everywhere else, by up to 90x for many draws of a long
-    row. ``num_rows`` does not move the crossover.
-    """
-    del num_rows
-    if num_draws_per_row == 1 and n <= 16:
-        return "gumbel"
-    return "inverse_cdf"
+    return _tuning.choose_method(num_draws_per_row, n, num_rows)
 
 
 def np_int(x) -> int:

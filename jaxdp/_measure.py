@@ -45,14 +45,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _descent, _random
+from . import _descent, _random, _tuning
 from ._kernels import _even_chunks, _map_steps, broadcast_batch, fast_key, split_shape
 from ._twofloat import two_prod, two_sum
 from ._typing import Array, PRNGKey
-
-#: Race products (draws x rows x candidates) live at once in :func:`race` (1 MiB
-#: of float32, as in :mod:`jaxdp._noisy_kernels`).
-CHUNK_ELEMENTS = 1 << 18
 
 #: The scale epsilon / (2 sensitivity) is multiplied by this before use: three
 #: roundings (epsilon, sensitivity, the quotient) are each within ``u``, so the
@@ -180,19 +176,47 @@ def _first_argmin(q: Array) -> tuple[Array, Array]:
     return best, jnp.minimum(jnp.min(jnp.where(q == best[..., None], iota, n), axis=-1), n - 1)
 
 
+def race_plan(num_draws: int, num_rows: int, n: int, chunk: int) -> tuple[str, int, int]:
+    """How :func:`race` covers ``num_draws`` draws of ``num_rows`` rows of ``n`` with at
+    most ``chunk`` noise values a step: ``("draws", per, steps)`` (``per`` draws of
+    all rows a step), ``("rows", per, blocks)`` (one draw of ``per`` rows a step,
+    ``num_draws * blocks`` steps) or ``("long", width, blocks)`` (one row of one
+    draw a step, scanned in ``blocks`` blocks of ``width``)."""
+    if num_rows * n <= chunk:
+        per, steps = _even_chunks(num_draws, chunk // (num_rows * n))
+        return "draws", per, steps
+    if n <= chunk:
+        per = max(1, chunk // n)
+        return "rows", per, -(-num_rows // per)
+    return "long", chunk, -(-n // chunk)
+
+
 def race(key: PRNGKey, rate: Array, num_draws: int) -> Array:
     """``(num_draws, R)`` draws ``argmin_r E_r rate_r``, ``E`` i.i.d. Exp(1) from 64 bits.
 
-    ``rate`` ``(R, n)``, ``+inf`` for an excluded outcome. At most
-    :data:`CHUNK_ELEMENTS` noise values are live at once: several draws of all
-    rows, a block of rows of one draw, or one row scanned in blocks with a
-    running minimum (an earlier block wins ties, so the first index wins).
+    ``rate`` ``(R, n)``, ``+inf`` for an excluded outcome. At most a chunk of
+    noise values (:data:`jaxdp._tuning.RACE_CHUNK`, per backend) is live at once:
+    several draws of all rows, a block of rows of one draw, or one row scanned in
+    blocks with a running minimum (an earlier block wins ties, so the first index
+    wins); :func:`race_plan` says which.
     """
+    num_rows, n = rate.shape
+
+    def plan(kind: str) -> tuple[str, int, int]:
+        return race_plan(num_draws, num_rows, n, _tuning.race_chunk(kind))
+
+    def build(p: tuple[str, int, int]):
+        return lambda key, rate: _race(key, rate, num_draws, p)
+
+    return _tuning.staged(plan, build, key, rate)
+
+
+def _race(key: PRNGKey, rate: Array, num_draws: int, plan: tuple[str, int, int]) -> Array:
     num_rows, n = rate.shape
     dtype = rate.dtype
     noise = _random.race_exponential
-    if num_rows * n <= CHUNK_ELEMENTS:
-        per, steps = _even_chunks(num_draws, CHUNK_ELEMENTS // (num_rows * n))
+    layout, per, steps = plan
+    if layout == "draws":
 
         def body(key: PRNGKey, step: Array) -> Array:
             return _first_argmin(noise(key, (per, num_rows, n), dtype) * rate[None])[1]
@@ -200,9 +224,8 @@ def race(key: PRNGKey, rate: Array, num_draws: int) -> Array:
         out = _map_steps(body, key, steps).reshape(steps * per, num_rows)
         return out[:num_draws]
 
-    if n <= CHUNK_ELEMENTS:
-        per = max(1, CHUNK_ELEMENTS // n)
-        blocks = -(-num_rows // per)
+    if layout == "rows":
+        blocks = steps
         padded = jnp.pad(rate, ((0, blocks * per - num_rows), (0, 0)), constant_values=1.0)
 
         def body(key: PRNGKey, step: Array) -> Array:
@@ -212,8 +235,7 @@ def race(key: PRNGKey, rate: Array, num_draws: int) -> Array:
         out = _map_steps(body, key, num_draws * blocks)
         return out.reshape(num_draws, blocks * per)[:, :num_rows]
 
-    width = CHUNK_ELEMENTS
-    nblocks = -(-n // width)
+    width, nblocks = per, steps
     padded = jnp.pad(rate, ((0, 0), (0, nblocks * width - n)), constant_values=jnp.inf)
 
     def body(key: PRNGKey, step: Array) -> Array:

@@ -40,30 +40,29 @@ law by at most ``n e**-80`` in total variation.
 The derivation of the resulting (epsilon', delta') is in SECURITY.md,
 "Finite precision: noise-based paths".
 
-At most :data:`CHUNK_ELEMENTS` noise values are live at a time: a step
-covers several draws of all rows, or a block of rows of one draw, or (for rows
-longer than the chunk) one row whose candidates are scanned block by block
-with a running minimum (for top-k: per round, a pass for the round's row
-maximum, then the race).
+At most a chunk of noise values (:data:`jaxdp._tuning.RACE_CHUNK`, per
+backend) is live at a time: a step covers several draws of all rows, or a
+block of rows of one draw, or (for rows longer than the chunk) one row whose
+candidates are scanned block by block with a running minimum (for top-k: per
+round, a pass for the round's row maximum, then the race). :func:`race_plan`
+says which, and how many steps; the plan is staged per platform
+(:func:`jaxdp._tuning.staged`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _random
+from . import _random, _tuning
 from ._kernels import _even_chunks, _map_steps, broadcast_batch, fast_key, split_shape
 from ._twofloat import two_prod, two_sum
 from ._typing import Array, PRNGKey
-
-#: Noise values (draws x rows x candidates) live at once in :func:`noisy_argmax`:
-#: 1 MiB of float32, inside the L2 cache of current CPUs.
-CHUNK_ELEMENTS = 1 << 18
 
 #: Logits are clipped at this distance below the row maximum (logit units).
 LOGIT_FLOOR = 80.0
@@ -176,7 +175,6 @@ def noisy_argmax(
         scale = jnp.ones((), logits.dtype)
     if scores.dtype != jnp.float64:
         scores = scores.astype(jnp.float32)
-    dtype = scores.dtype
     batch, row_max, c = _row_params(scores, scale)
     n = scores.shape[-1]
     num_lead, tail = split_shape(shape, batch)
@@ -184,16 +182,88 @@ def noisy_argmax(
     scores = jnp.broadcast_to(scores, tail + (n,)).reshape(num_rows, n)
     row_max = jnp.broadcast_to(row_max, tail + (1,)).reshape(num_rows, 1)
     c = jnp.broadcast_to(c, tail + (1,)).reshape(num_rows, 1)
-    sample_noise = NOISES[noise]
     key = fast_key(key)
     suffix = () if k is None else (k,)
     out_shape = shape + suffix
     if math.prod(out_shape) == 0:  # no draws (e.g. scores of shape (0, n))
         return jnp.zeros(out_shape, jnp.int32)
 
-    if num_rows * n <= CHUNK_ELEMENTS:
+    def plan(kind: str) -> tuple[str, int, int]:
+        return race_plan(num_lead, num_rows, n, _tuning.race_chunk(kind))
+
+    def build(p: tuple[str, int, int]) -> Callable:
+        return partial(_race, plan=p, noise=noise, k=k, num_lead=num_lead)
+
+    out = _tuning.staged(plan, build, key, scores, row_max, c)
+    return out.reshape(out_shape)
+
+
+def _largest_divisor(total: int, most: int) -> int:
+    """The largest divisor of ``total`` that is at most ``most`` (``total``, ``most`` >= 1)."""
+    best = 1
+    d = 1
+    while d * d <= total:
+        if total % d == 0:
+            for e in (d, total // d):
+                if best < e <= most:
+                    best = e
+        d += 1
+    return best
+
+
+def race_plan(num_lead: int, num_rows: int, n: int, chunk: int) -> tuple[str, int, int]:
+    """How :func:`noisy_argmax` covers ``num_lead`` draws of ``num_rows`` rows of ``n``
+    with at most ``chunk`` noise values a step: ``(layout, per, steps)``.
+
+    * ``("draws", per, steps)``: a step draws ``per`` draws of all rows;
+    * ``("rows", per, blocks)``: a step draws one draw of a block of ``per`` rows
+      (``num_lead * blocks`` steps);
+    * ``("long", width, blocks)``: a step races one row of one draw, scanning its
+      candidates in ``blocks`` blocks of ``width`` (``num_lead * num_rows`` steps).
+    """
+    if num_rows * n <= chunk:
+        per, steps = _even_chunks(num_lead, chunk // (num_rows * n))
+        return "draws", per, steps
+    if n <= chunk:
+        most = max(1, chunk // n)
+        per = _largest_divisor(num_rows, min(most, num_rows))
+        if 4 * per < most:
+            per = most
+        return "rows", per, -(-num_rows // per)
+    return "long", chunk, -(-n // chunk)
+
+
+def race_steps(num_lead: int, num_rows: int, n: int, chunk: int) -> int:
+    """Sequential steps (``lax.map`` steps, times scan blocks for long rows) of the race."""
+    layout, _, steps = race_plan(num_lead, num_rows, n, chunk)
+    if layout == "draws":
+        return steps
+    if layout == "rows":
+        return num_lead * steps
+    return num_lead * num_rows * steps
+
+
+def _race(
+    key: PRNGKey,
+    scores: Array,
+    row_max: Array,
+    c: Array,
+    *,
+    plan: tuple[str, int, int],
+    noise: str,
+    k: int | None,
+    num_lead: int,
+) -> Array:
+    """The race of :func:`noisy_argmax` on ``(R, n)`` rows, laid out by ``plan``:
+    int32 ``(num_lead, R)`` (``+ (k,)`` for top-k)."""
+    num_rows, n = scores.shape
+    dtype = scores.dtype
+    sample_noise = NOISES[noise]
+    suffix = () if k is None else (k,)
+    layout, per, steps = plan
+
+    if layout == "draws":
         # A step draws `per` i.i.d. draws for all rows at once; rates computed once.
-        per, steps = _even_chunks(num_lead, CHUNK_ELEMENTS // (num_rows * n))
         if k is None:
             rates = race_rates(scores, row_max, c)
 
@@ -207,16 +277,11 @@ def noisy_argmax(
                 return _peel(key, many, c[None], k, sample_noise)
 
         out = _map_steps(body, key, steps).reshape((steps * per, num_rows) + suffix)
-        out = out if steps * per == num_lead else out[:num_lead]
-        return out.reshape(out_shape)
+        return out if steps * per == num_lead else out[:num_lead]
 
-    if n <= CHUNK_ELEMENTS:
+    if layout == "rows":
         # A step covers a block of `per` rows of one draw; rates recomputed per block.
-        most = max(1, CHUNK_ELEMENTS // n)
-        per = max(d for d in range(1, min(most, num_rows) + 1) if num_rows % d == 0)
-        if 4 * per < most:
-            per = most
-        blocks = -(-num_rows // per)
+        blocks = steps
         pad = blocks * per - num_rows
         if pad:
             scores = jnp.pad(scores, ((0, pad), (0, 0)))
@@ -233,12 +298,10 @@ def noisy_argmax(
             return _first_argmin(sample_noise(key, (per, n), dtype) * race_rates(part, m, cb))[1]
 
         out = _map_steps(body, key, num_lead * blocks)
-        out = out.reshape((num_lead, blocks * per) + suffix)[:, :num_rows]
-        return out.reshape(out_shape)
+        return out.reshape((num_lead, blocks * per) + suffix)[:, :num_rows]
 
     # Rows longer than a chunk: scan the candidates in blocks, keep the running best.
-    width = CHUNK_ELEMENTS
-    nblocks = -(-n // width)
+    width, nblocks = per, steps
     padded = jnp.pad(scores, ((0, 0), (0, nblocks * width - n)), constant_values=-jnp.inf)
 
     def race_row(key: PRNGKey, row: Array, m: Array, cr: Array, chosen: Array | None):
@@ -283,4 +346,4 @@ def noisy_argmax(
         return jax.lax.scan(round_, init, jax.random.split(key, k))[0][0]
 
     out = _map_steps(body, key, num_lead * num_rows)
-    return out.reshape(out_shape)
+    return out.reshape((num_lead, num_rows) + suffix)

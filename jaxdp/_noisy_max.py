@@ -88,7 +88,8 @@ def report_noisy_max(
       (5,)
 
     .. note::
-      The noise is drawn chunk by chunk (about 2**18 variates live at a time), so
+      The noise is drawn chunk by chunk (2**18 variates live at a time on CPU,
+      up to 2**27 on an accelerator: ``jaxdp._tuning.RACE_CHUNK``), so
       ``draws x n`` noise is never materialised. The noise is resolved to
       about 45 scale units (2**-65 in probability), in float32 and float64.
 

@@ -30,10 +30,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _checks, _sampling
+from . import _checks, _sampling, _tuning
 from ._typing import Array, ArrayLike, PRNGKey
 
-BLOCK = 16
 _TRUNCATION_DELTA = 1e-12
 _MAX_SUPPORT = 1 << 24
 
@@ -240,7 +239,7 @@ def select_private_candidate(
             f"{getattr(score_spec, 'shape', None)} {getattr(score_spec, 'dtype', None)}"
         )
     log_probs = jnp.asarray(repetition_log_probs(gamma, eta_f, max_repetitions), jnp.float32)
-    block = min(BLOCK, max_repetitions)
+    block = _tuning.selection_block(max_repetitions)
     return _select_impl(key, log_probs, candidate_fn=candidate_fn, block=block)
 
 

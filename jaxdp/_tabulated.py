@@ -48,7 +48,8 @@ How the table is computed (the error analysis is in ``SECURITY.md``,
 
 Cost per row: ``m n`` double-float factors (a few dozen flops each), then
 the kernel's per-draw cost. :func:`use_table` picks this path when its cost
-model says it is the cheaper, and only for ``n <= MAX_CANDIDATES``.
+model (:func:`jaxdp._tuning.use_table`) says it is the cheaper, and only for
+``n <= 4096`` (:data:`jaxdp._tuning.TABLE_MAX_CANDIDATES`).
 """
 
 from __future__ import annotations
@@ -60,37 +61,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _descent
+from . import _descent, _tuning
 from ._kernels import broadcast_batch, fast_key, split_shape
 from ._twofloat import split, two_sum
 from ._typing import Array, PRNGKey
-
-#: Largest row tabulated for exponential noise (the table costs ``n**2 / 2``
-#: double-float factors per row).
-MAX_CANDIDATES = 4096
-
-#: Cost of building the permute-and-flip table, per ``n**2`` and row, in units of
-#: one race variate (measured: 3.3 at n = 1000, 4.9 at n = 2048; 2-core EPYC).
-TABLE_COST = 5.0
-
-#: Cost of one draw of the categorical kernel (:func:`jaxdp._descent.sample`), in
-#: units of one race variate: the descent's three levels cost ~1 us a draw against
-#: ~4.5 ns a variate (2-core EPYC, jax 0.10.2). To be measured again when the
-#: kernel changes (an alias table would make it a few units).
-KERNEL_DRAW_COST = 250.0
-
-#: The same for a draw from the alias table (:mod:`jaxdp._alias`), where the
-#: categorical kernel uses one (many draws per row).
-ALIAS_DRAW_COST = 5.0
 
 #: Acceptance probabilities are clipped below at ``e**-LOGIT_FLOOR``, as the race's rates.
 LOGIT_FLOOR = 80.0
 
 #: Nodes whose product ``G_k`` is below this are dropped (no subnormal intermediates).
 PRODUCT_FLOOR = 2.0**-64
-
-#: Elements (rows x nodes x candidates) of the factor array computed at a time.
-CHUNK_ELEMENTS = 1 << 19
 
 
 # ----------------------------------------------------------------------------- nodes
@@ -255,10 +235,20 @@ def flip_integrals(p: Array) -> tuple[Array, Array]:
     ``(R, n)``, by Gauss-Legendre quadrature with ``ceil(n / 2)`` nodes (exact for
     the polynomial); permute-and-flip's law is ``p_i`` times it."""
     num_rows, n = p.shape
+    m = max(1, (n + 1) // 2)
+
+    def plan(kind: str) -> int:  # nodes per step
+        return max(1, min(m, _tuning.table_chunk(kind) // max(1, num_rows * n)))
+
+    return _tuning.staged(plan, lambda per: functools.partial(_flip_integrals, per=per), p)
+
+
+def _flip_integrals(p: Array, per: int) -> tuple[Array, Array]:
+    """:func:`flip_integrals` with ``per`` quadrature nodes a step of the scan."""
+    num_rows, n = p.shape
     dtype = p.dtype
     m = max(1, (n + 1) // 2)
     v, w = gauss_legendre(m)
-    per = max(1, min(m, CHUNK_ELEMENTS // max(1, num_rows * n)))
     blocks = -(-m // per)
     pad = blocks * per - m
     # Padding nodes get weight 0 (and v = 1: harmless factors).
@@ -295,18 +285,9 @@ def flip_integrals(p: Array) -> tuple[Array, Array]:
 
 
 def use_table(noise: str, draws_per_row: int, n: int) -> bool:
-    """Whether :func:`draw` (tabulate, then the categorical kernel) is used: when it
-    is the cheaper for these static sizes. The race costs ``n`` variates a draw;
-    the table ``TABLE_COST n**2`` a row for exponential noise (``n`` exps for
-    Gumbel noise) plus ``KERNEL_DRAW_COST`` a draw."""
-    race = draws_per_row * n
-    per_draw = ALIAS_DRAW_COST if _descent.uses_alias(n, draws_per_row) else KERNEL_DRAW_COST
-    if noise == "gumbel":
-        return draws_per_row > 1 and race >= per_draw * draws_per_row + 4 * n
-    if noise == "exponential":
-        table = TABLE_COST * n * n + per_draw * draws_per_row
-        return n <= MAX_CANDIDATES and draws_per_row > 1 and race >= table
-    return False
+    """Whether :func:`draw` (tabulate, then the categorical kernel) is used for these
+    static sizes: :func:`jaxdp._tuning.use_table` (a cost model; Laplace noise never)."""
+    return _tuning.use_table(noise, draws_per_row, n)
 
 
 def draw(

@@ -1,27 +1,251 @@
-"""Every tuning constant of the kernels, and the rules that use them, in one place.
+"""Every tuning constant of the kernels, and the rules that use them, per backend.
 
-Each number was measured with ``python -m benchmarks`` (the ``crossover`` and
-``kernels`` rows) on the machine named in the committed results; the rules are
-static (shapes only), so a call compiles one kernel.
+A tuning constant decides *how* a kernel computes, never *what* it samples: how
+many noise values a step of a chunked loop holds, or which of two sound kernels
+runs for given static shapes. Every choice here is a function of static shapes
+and of the platform only (never of the data), each kernel it picks is exact in
+law and states its own finite-precision guarantee, and a rule that picks between
+two kernels is covered by the guarantee the public docstring states for the
+pair. Constants that enter a privacy guarantee stay beside their proof and are
+*not* tuning constants: :data:`jaxdp._descent.K` and
+:data:`~jaxdp._descent.SHARE_FLOOR`, ``LOGIT_FLOOR`` and ``SCALE_ROUND_DOWN``
+(:mod:`jaxdp._noisy_kernels`, :mod:`jaxdp._measure`, :mod:`jaxdp._tabulated`),
+:data:`jaxdp._tabulated.PRODUCT_FLOOR`, :data:`jaxdp._alias.MAX_LOG2_COLUMNS`
+(the alias table's error bound is derived up to it),
+:data:`jaxdp._additive.NOISE_RESOLUTION` and the truncation of
+:func:`jaxdp.select_private_candidate`. :data:`jaxdp.montecarlo.BLOCK_SIZE` is
+part of Monte Carlo's reproducibility contract (the float moments depend on it),
+not a speed knob.
+
+Backends. Each constant is a table ``{"cpu": ..., "gpu": ...}``; ``"gpu"``
+stands for every accelerator (CUDA, ROCm, TPU). The CPU values are measured
+(2-core AMD EPYC, jax 0.10.2; each constant names the command whose output holds
+the measurement). **No GPU value has been measured**: none was available. They
+are chosen by reasoning, so that no path serialises into thousands of small
+steps: a GPU kernel launch costs ~5 us and a ``lax.map``/``scan`` step at least
+one launch (a ``while`` loop also a device-to-host copy of its predicate), while
+an H100 streams ~3 TB/s and draws ~1e11 noise values/s, so a step should hold
+10**7-10**8 values (milliseconds of work), not a cache's 2**18 (a few
+microseconds). ``python -m benchmarks tuning`` and ``python -m benchmarks
+crossover``, run on a GPU, measure what they should be.
+
+Where the backend is read. Rules take ``platform`` (``"cpu"``, ``"cuda"``,
+``"rocm"``, ``"tpu"``, or a kind); ``None`` means ``jax.default_backend()`` at
+trace time. Where the two kinds' values give different programs *and* the call
+may be lowered for a platform other than the default one (``jax.export``, a CPU
+device on a GPU host), the kernel goes through :func:`staged`, which stages one
+program per kind with :func:`jax.lax.platform_dependent`; the compiler only ever
+sees the branch of the platform it compiles for. The rules that choose between
+kernels (:func:`choose_method`, :func:`use_alias`, :func:`use_table`,
+:func:`selection_block`) give the same answer on both kinds today, so reading the
+default backend is exact for them; a rule made to differ must be staged too.
+
+Draws. A chunked loop splits its key once per step, so for a fixed key the
+draws depend on the chunking, hence on the backend (the design allows this:
+across CPU and GPU the law is the same, the draws may differ). On CPU every
+value below is the one the kernels used before, so CPU draws are unchanged.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
+from typing import Any
+
+import jax
+
 from . import _alias
 
-#: The alias table is built when a row gets at least ``columns / ALIAS_DRAWS_PER_COLUMN``
-#: draws: building costs about 0.4 us per column on 2-core CPU (sort-free, two
-#: scans and two binary searches), a draw about 10 ns against 1-2 us down the
-#: descent, so the table pays once draws reach about a quarter of its columns.
-ALIAS_DRAWS_PER_COLUMN = 4
-
-#: Fewest draws per row for which the alias table is considered at all.
-ALIAS_MIN_DRAWS = 8
+#: The platform kinds that have their own values.
+KINDS = ("cpu", "gpu")
 
 
-def use_alias(n: int, num_draws: int) -> bool:
-    """Alias table (rather than the descent) for ``num_draws`` draws per row of ``n``."""
+def kind(platform: str | None = None) -> str:
+    """``"cpu"`` or ``"gpu"`` (any accelerator) for ``platform`` (default: the
+    default backend, read at trace time)."""
+    platform = jax.default_backend() if platform is None else platform
+    return "cpu" if platform == "cpu" else "gpu"
+
+
+def staged(plan: Callable[[str], Hashable], build: Callable[[Any], Callable], *args: Any) -> Any:
+    """``build(plan(kind))(*args)`` for the kind of the platform the program runs on.
+
+    ``plan(kind)`` is the static plan (chunk sizes, step counts) a kernel follows
+    on ``kind``; ``build(plan)`` the function that computes with it. When the
+    plans agree (small problems) the kernel is traced once; otherwise once per
+    kind, under :func:`jax.lax.platform_dependent`, which keeps only the branch
+    of the platform it is lowered for.
+    """
+    cpu, gpu = plan("cpu"), plan("gpu")
+    if cpu == gpu:
+        return build(cpu)(*args)
+    return jax.lax.platform_dependent(*args, cpu=build(cpu), default=build(gpu))
+
+
+# ----------------------------------------------------------------------------- chunks
+
+#: Noise values (draws x rows x candidates) live at once in the race of
+#: :func:`jaxdp._noisy_kernels.noisy_argmax` and :func:`jaxdp._measure.race`;
+#: rows longer than this are scanned in blocks of this many candidates. Trades
+#: the cache (small chunks stay in L2 while the noise is generated, multiplied
+#: and reduced) against the per-step cost of the ``lax.map`` over chunks. CPU:
+#: 1 MiB of float32, inside L2 (``python -m benchmarks tuning``, rows
+#: ``race_chunk_*``). GPU (unmeasured): 2**27 values, 512 MiB per float32 array
+#: (a few arrays of that size live at once, well inside 80 GB): a (100000, 1000)
+#: Gumbel call is one step, 10**6 draws over n = 1000 eight, each ~1e8 values,
+#: milliseconds against a launch's microseconds.
+RACE_CHUNK = {"cpu": 1 << 18, "gpu": 1 << 27}
+
+#: Elements (rows x quadrature nodes x candidates) of the factor arrays computed
+#: per step of the permute-and-flip table (:func:`jaxdp._tabulated.flip_integrals`,
+#: a ``scan`` over blocks of nodes; about six double-float arrays of this size
+#: live at once). CPU: 2 MiB of float32 per array (``python -m benchmarks
+#: tuning``, rows ``table_chunk_*``). GPU (unmeasured): 2**26, 256 MiB per array:
+#: a row of the largest tabulated size (4096 candidates, 2048 nodes) is one step.
+TABLE_CHUNK = {"cpu": 1 << 19, "gpu": 1 << 26}
+
+
+def race_chunk(platform: str | None = None) -> int:
+    """:data:`RACE_CHUNK` for ``platform``."""
+    return RACE_CHUNK[kind(platform)]
+
+
+def table_chunk(platform: str | None = None) -> int:
+    """:data:`TABLE_CHUNK` for ``platform``."""
+    return TABLE_CHUNK[kind(platform)]
+
+
+# ----------------------------------------------------------------------------- alias table
+
+#: The alias table is built when each row gets at least ``c * N`` draws, ``N =
+#: 2**b >= n`` its columns and ``c`` the draws per column of the last ``(rows,
+#: c)`` entry whose ``rows`` the call reaches. Trades the table's construction
+#: (two double-float prefix scans and two binary searches over the columns)
+#: against the descent's per-draw walk (a 16-lane gather, a sorting network and
+#: a 64-bit uniform per level; dearer per draw for many rows, whose levels no
+#: longer stay in cache), which the table replaces by O(1) work. CPU: ``python
+#: -m benchmarks tuning --only alias`` (rows ``alias_b<B>_n<n>_s<S>``: the two
+#: cross between 3 and 8 draws per column for 1 and 16 rows, between 1 and 2
+#: for 256 and 1024 rows). GPU (unmeasured): the CPU values; neither kernel
+#: serialises (the descent's levels are at most 8 loop steps).
+ALIAS_DRAWS_PER_COLUMN = {"cpu": ((1, 4.0), (256, 2.0)), "gpu": ((1, 4.0), (256, 2.0))}
+
+#: Fewest draws per row for which the alias table is considered at all (below
+#: it the descent's few levels are cheaper than any table). GPU: the CPU value.
+ALIAS_MIN_DRAWS = {"cpu": 8, "gpu": 8}
+
+
+def use_alias(n: int, num_draws: int, platform: str | None = None, num_rows: int = 1) -> bool:
+    """Alias table (rather than the descent) for ``num_draws`` draws per row of ``n``,
+    ``num_rows`` rows.
+
+    Both are sound; :func:`jaxdp._descent.guarantee` states the larger of their
+    bounds wherever the table may be used, so this choice never changes it.
+    """
+    k = kind(platform)
     b = _alias.log2_columns(n)
     if b > _alias.MAX_LOG2_COLUMNS:
         return False
-    return num_draws >= max(ALIAS_MIN_DRAWS, 2**b // ALIAS_DRAWS_PER_COLUMN)
+    per_column = [c for rows, c in ALIAS_DRAWS_PER_COLUMN[k] if num_rows >= rows][-1]
+    return num_draws >= max(ALIAS_MIN_DRAWS[k], per_column * 2**b)
+
+
+# ----------------------------------------------------------------------------- tabulated noisy max
+
+#: Largest row tabulated for exponential noise: the table costs ``n**2 / 2``
+#: double-float factors per row, which no draw count repays beyond this on CPU.
+#: ``SECURITY.md`` ("tabulated noisy max") and the noisy-max docstrings quote the
+#: guarantee for rows up to this size. GPU: the CPU value.
+TABLE_MAX_CANDIDATES = {"cpu": 4096, "gpu": 4096}
+
+#: Cost of building the permute-and-flip table, per ``n**2`` and row, in units of
+#: one race variate: the table's double-float factors against the race's one
+#: 64-bit exponential variate per candidate and draw. CPU: ``python -m benchmarks
+#: tuning`` (rows ``race_variate_ns`` and ``table_cost_n*``), rounded up, so that
+#: a near tie goes to the race (which needs no table). GPU: the CPU value (both
+#: are compute-bound elementwise work there too; unmeasured).
+TABLE_COST = {"cpu": 2.5, "gpu": 2.5}
+
+#: Cost of one draw of the descent (:func:`jaxdp._descent.sample`), in race
+#: variates (``python -m benchmarks tuning``, row ``descent_draw_cost``, rounded
+#: up). GPU: the CPU value (unmeasured).
+KERNEL_DRAW_COST = {"cpu": 40.0, "gpu": 40.0}
+
+#: The same for a draw from the alias table (:mod:`jaxdp._alias`), where the
+#: categorical kernel uses one (``python -m benchmarks tuning``, row
+#: ``alias_draw_cost``, rounded up). GPU: the CPU value (unmeasured).
+ALIAS_DRAW_COST = {"cpu": 2.5, "gpu": 2.5}
+
+
+def use_table(noise: str, draws_per_row: int, n: int, platform: str | None = None) -> bool:
+    """Whether the noisy max of ``noise`` is drawn by tabulating its law once per row
+    (:func:`jaxdp._tabulated.draw`) rather than by the race, for these static sizes:
+    when the cost model says the table is cheaper. The race costs ``n`` variates a
+    draw; the table ``TABLE_COST n**2`` a row for exponential noise (``4 n`` for
+    Gumbel noise, the weights) plus a kernel draw per draw. Laplace noise has no
+    table. Both paths are sound; each docstring states both guarantees."""
+    k = kind(platform)
+    race = draws_per_row * n
+    alias = use_alias(n, draws_per_row, platform)
+    per_draw = (ALIAS_DRAW_COST if alias else KERNEL_DRAW_COST)[k]
+    if noise == "gumbel":
+        return draws_per_row > 1 and race >= per_draw * draws_per_row + 4 * n
+    if noise == "exponential":
+        table = TABLE_COST[k] * n * n + per_draw * draws_per_row
+        return n <= TABLE_MAX_CANDIDATES[k] and draws_per_row > 1 and race >= table
+    return False
+
+
+# ----------------------------------------------------------------------------- exponential "auto"
+
+#: ``method="auto"`` draws by Gumbel-max (the race) when a call has one draw per
+#: row over at most this many candidates, else by the inverse CDF (the sound
+#: descent or the alias table). Trades the race's ``n`` noise values per draw
+#: against the inverse CDF's fixed work per row (weights, block sums, at least
+#: one level of the descent, two from 17 candidates on). CPU: ``python -m
+#: benchmarks crossover`` (committed: ``benchmarks/results/<machine>/
+#: crossover_full.json``): with one draw per row the race is faster up to 32
+#: candidates, ties at 48 and is slower from 64; with more draws per row the
+#: inverse CDF wins or ties nearly everywhere. GPU (unmeasured): the CPU value.
+#: The Gumbel region is kept small on purpose: the race's δ' is ``n (1 + e**ε')
+#: 2**-65``, which grows with ``n e**ε``, while the inverse CDF's does not depend
+#: on ε; a rule that picked the race for large ``n`` would make ``"auto"``'s
+#: guarantee depend on ε there (ε is traced, so the rule cannot look at it).
+GUMBEL_MAX_CANDIDATES = {"cpu": 32, "gpu": 32}
+
+
+def choose_method(
+    num_draws_per_row: int, n: int, num_rows: int, platform: str | None = None
+) -> str:
+    """The faster of ``"gumbel"`` and ``"inverse_cdf"`` for these static sizes.
+
+    Gumbel-max costs ``S * n`` noise variates (64 random bits and a log each) per
+    row; the inverse CDF costs ``n`` weights per row, then per draw a walk down
+    the descent's levels or one alias-table lookup. With one draw per row the
+    race wins only over few candidates (:data:`GUMBEL_MAX_CANDIDATES`); with
+    more draws the inverse CDF wins or ties. ``num_rows`` does not move the
+    crossover. Static (shapes and platform only), so a call compiles one kernel;
+    both kernels are sound.
+    """
+    del num_rows
+    if num_draws_per_row == 1 and n <= GUMBEL_MAX_CANDIDATES[kind(platform)]:
+        return "gumbel"
+    return "inverse_cdf"
+
+
+# ----------------------------------------------------------------------------- private selection
+
+#: Runs of ``candidate_fn`` per step of :func:`jaxdp.select_private_candidate`'s
+#: ``while_loop`` (one ``vmap`` over a block of keys). Trades wasted runs (up to
+#: ``BLOCK - 1`` beyond the drawn count, masked out: they cost time, not privacy)
+#: and the memory of ``BLOCK`` runs at once against the loop's per-step cost.
+#: CPU: 16 (``python -m benchmarks study private-selection``). GPU (unmeasured):
+#: 16 as well: a run may be a whole training job, and with the truncation's
+#: expected counts (``1 / stop_probability``, hundreds to thousands) 16 runs a step
+#: is tens of steps, not thousands. The block also fixes which key each run gets,
+#: so keeping one value keeps the draws the same on every backend.
+SELECTION_BLOCK = {"cpu": 16, "gpu": 16}
+
+
+def selection_block(max_repetitions: int, platform: str | None = None) -> int:
+    """Runs per step of :func:`jaxdp.select_private_candidate` (at most the cap)."""
+    return min(SELECTION_BLOCK[kind(platform)], max_repetitions)

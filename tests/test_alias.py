@@ -154,10 +154,13 @@ def _grouped_law(n, eps, num_groups=10):
 
 
 @pytest.mark.parametrize("n", ALIAS_SIZES)
-def test_alias_law_every_width(n):
+def test_alias_law_every_width(n, monkeypatch):
     eps = 2.0
     g, scores, probs = _grouped_law(n, eps)
     draws = max(200_000, n // 2)
+    # The table at every width, with fewer draws than the rule asks for at the largest.
+    monkeypatch.setitem(_tuning.ALIAS_DRAWS_PER_COLUMN, "cpu", ((1, 0.0),))
+    jax.clear_caches()
     assert _tuning.use_alias(n, draws)
     key = jax.random.key(n)
     r = jaxdp.exponential(key, scores, epsilon=eps, sensitivity=1.0, shape=(draws,))
@@ -222,11 +225,15 @@ def test_dispatch_enumerates_both_paths():
     assert not _tuning.use_alias(1000, 1)
     assert not _tuning.use_alias(1000, 4)
     assert _tuning.use_alias(1000, 10**4)
-    assert _tuning.use_alias(10**6, 10**6)
+    assert not _tuning.use_alias(1000, 1000)  # the table pays from ~4 draws per column
+    assert _tuning.use_alias(1000, 2048, num_rows=256)  # ~2 with many rows
+    assert not _tuning.use_alias(1000, 2047, num_rows=256)
+    assert _tuning.use_alias(10**6, 10**7)
+    assert not _tuning.use_alias(10**6, 10**6)
     assert not _tuning.use_alias(2**20 + 1, 10**8)
     # Every size of the descent's law tests (tests/test_descent.py) with one draw
     # takes the descent; the alias sizes above take the table.
     from test_descent import SIZES
 
     assert not any(_tuning.use_alias(n, 1) for n in SIZES)
-    assert all(_tuning.use_alias(n, max(200_000, n // 2)) for n in ALIAS_SIZES)
+    assert all(_tuning.use_alias(n, 8 * max(n, 4)) for n in ALIAS_SIZES)

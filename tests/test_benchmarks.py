@@ -97,7 +97,9 @@ def test_labels_are_words():
     assert rbg == "jaxdp.exponential (Gumbel), rbg keys"
 
 
-@pytest.mark.parametrize("command", [[], ["suite"], ["crossover"], ["pricing"], ["study"]])
+@pytest.mark.parametrize(
+    "command", [[], ["suite"], ["crossover"], ["tuning"], ["pricing"], ["study"]]
+)
 def test_every_subcommand_has_help(command, capsys):
     with pytest.raises(SystemExit) as exc:
         cli.main([*command, "--help"])
@@ -217,3 +219,19 @@ def test_call_shapes_report_ratio_and_target(tmp_path, monkeypatch):
     md = (tmp_path / "results_smoke.md").read_text()
     assert "Call shapes against their fast twins" in md and "c9_fake_compile" in md
     assert "missed (" in md and "<= 1e+09" in md
+
+
+def test_tuning_sections_run_and_restore_the_tables():
+    """A tiny grid of each ``python -m benchmarks tuning`` section: rows come out, and
+    the overridden tuning tables are restored."""
+    from benchmarks import tuning
+    from jaxdp import _tuning
+
+    before = (dict(_tuning.RACE_CHUNK), dict(_tuning.ALIAS_MIN_DRAWS))
+    grid = {"alias": [(2, 8, (4,))], "race": [(2, 10, 3)], "chunks": (16,), "table_n": (8,)}
+    rows = tuning.alias_rows(grid, 1) + tuning.race_chunk_rows(grid, 1)
+    rows += tuning.table_chunk_rows(grid, 1)
+    names = [r["name"] for r in rows]
+    assert names == ["alias_b2_n8_s32", "race_chunk_16_b2_n10_s3", "table_chunk_16_n8"]
+    assert rows[0]["chosen"] == "alias" and rows[0]["alias_over_descent"] > 0
+    assert (dict(_tuning.RACE_CHUNK), dict(_tuning.ALIAS_MIN_DRAWS)) == before

@@ -15,7 +15,7 @@ from jax.experimental.key_reuse._core import check_key_reuse
 from laws import assert_matches_cdf, assert_matches_law, exponential_law
 
 import jaxdp
-from jaxdp import _kernels, _noisy_kernels, _random
+from jaxdp import _kernels, _random, _tuning
 
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
@@ -379,7 +379,7 @@ PUBLIC_CALLS = {
 def test_no_key_reuse_inside_any_public_function(name, monkeypatch):
     # Small chunks, so the chunked kernels run several chunks and the checker sees
     # the per-chunk keys of the lax.map body.
-    monkeypatch.setattr(_noisy_kernels, "CHUNK_ELEMENTS", 16)
+    monkeypatch.setitem(_tuning.RACE_CHUNK, "cpu", 16)
     call = PUBLIC_CALLS[name]
     try:
         jax.eval_shape(call, jax.random.key(0))

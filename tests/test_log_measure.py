@@ -23,7 +23,7 @@ from jax.experimental import checkify
 from laws import assert_matches_law
 
 import jaxdp
-from jaxdp import _measure
+from jaxdp import _measure, _tuning
 
 U = 2.0**-24
 METHODS = ["gumbel", "inverse_cdf"]
@@ -577,7 +577,7 @@ def test_empty_draws():
 def test_no_key_reuse(monkeypatch, method, n):
     from jax.experimental.key_reuse._core import check_key_reuse
 
-    monkeypatch.setattr(_measure, "CHUNK_ELEMENTS", 16)
+    monkeypatch.setitem(_tuning.RACE_CHUNK, "cpu", 16)
     scores = jnp.zeros((3, n))
 
     def call(k):

@@ -11,7 +11,7 @@ import scipy.stats
 from laws import assert_matches_law, exponential_law, permute_and_flip_law
 
 import jaxdp
-from jaxdp import _noisy_max, _tabulated
+from jaxdp import _noisy_max, _tabulated, _tuning
 
 U = 2.0**-24
 
@@ -272,7 +272,7 @@ def test_dispatch_takes_both_paths(monkeypatch):
     assert calls == ["exponential", "gumbel"]
     assert not _tabulated.use_table("exponential", 1, 1000)
     assert not _tabulated.use_table("laplace", 10**8, 1000)
-    assert not _tabulated.use_table("exponential", 10**8, _tabulated.MAX_CANDIDATES + 1)
+    assert not _tabulated.use_table("exponential", 10**8, _tuning.TABLE_MAX_CANDIDATES["cpu"] + 1)
     assert _tabulated.use_table("exponential", 10**6, 1000)
 
 
@@ -280,8 +280,8 @@ def test_dispatch_takes_both_paths(monkeypatch):
 def test_small_rows_through_the_table(monkeypatch, noise):
     """With the kernel's draw cost set to 0 the small-row W1 calls take the table too,
     and keep the exact laws (the existing tests cover the race at these sizes)."""
-    monkeypatch.setattr(_tabulated, "KERNEL_DRAW_COST", 0.0)
-    monkeypatch.setattr(_tabulated, "ALIAS_DRAW_COST", 0.0)
+    monkeypatch.setitem(_tuning.KERNEL_DRAW_COST, "cpu", 0.0)
+    monkeypatch.setitem(_tuning.ALIAS_DRAW_COST, "cpu", 0.0)
     jax.clear_caches()
     assert _tabulated.use_table(noise, 10**5, len(SCORES))
     fn = _noisy_max.report_noisy_max
@@ -302,7 +302,7 @@ def test_small_rows_through_the_table(monkeypatch, noise):
 # ----------------------------------------------------------------------------- guarantee
 
 
-@pytest.mark.parametrize("n", [2, 1000, _tabulated.MAX_CANDIDATES])
+@pytest.mark.parametrize("n", [2, 1000, _tuning.TABLE_MAX_CANDIDATES["cpu"]])
 @pytest.mark.parametrize("noise", ["gumbel", "exponential"])
 def test_guarantee_meets_targets(n, noise):
     eps, delta = _tabulated.guarantee(n, 1.0, noise)

@@ -1,0 +1,287 @@
+"""``python -m benchmarks tuning``: the measurements behind ``jaxdp._tuning``'s constants.
+
+Each row names the constant it informs. Two variants of one kernel are timed
+alternately in one process (ABBA rounds) and reported as the median of the
+per-round ratios; the variants are chosen by overriding the constant for this
+backend's kind inside this process (``jaxdp._tuning``'s tables), never by
+calling anything else than the public samplers. Rows:
+
+* ``alias_b<B>_n<n>_s<S>``: ``exponential(method="inverse_cdf")`` with the alias
+  table forced on against the descent forced on, ``S`` draws for each of ``B``
+  rows: where the table pays (``ALIAS_DRAWS_PER_COLUMN``, ``ALIAS_ROWS``).
+* ``race_chunk_<c>_b<B>_n<n>_s<S>``: Laplace ``report_noisy_max`` (always the race) with
+  ``RACE_CHUNK`` = ``c`` against the current value (``RACE_CHUNK``).
+* ``table_chunk_<c>_n<n>``: the permute-and-flip table with ``TABLE_CHUNK`` =
+  ``c`` against the current value (``TABLE_CHUNK``).
+* ``race_variate_ns``, ``table_cost``, ``descent_draw_cost``, ``alias_draw_cost``:
+  the cost model of the tabulated noisy max, in units of one race variate
+  (``TABLE_COST``, ``KERNEL_DRAW_COST``, ``ALIAS_DRAW_COST``).
+
+Writes ``tuning_<quick|full>.json`` under ``./jaxdp-results/<machine>/`` (or
+``--out``; ``--update-committed``: ``benchmarks/results/<machine>/``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import statistics
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxdp
+from jaxdp import _tuning
+
+from . import _machine, _paths
+from ._timing import compiled_call, time_interleaved
+
+GRID = {
+    "quick": {
+        "alias": [(1, 256, (1, 4)), (256, 64, (1, 4))],
+        "race": [(1, 1000, 1 << 14), (1024, 1000, 1)],
+        "chunks": (1 << 16, 1 << 20),
+        "table_n": (512,),
+    },
+    "full": {
+        # (rows B, candidates n, draws per row as multiples of the N = 2**ceil(log2 n) columns)
+        "alias": [
+            (1, 256, (0.25, 1, 2, 4, 8)),
+            (1, 4096, (0.25, 1, 2, 4, 8)),
+            (1, 65536, (1, 2, 4, 8)),
+            (16, 1024, (0.25, 1, 2, 4, 8)),
+            (256, 256, (0.25, 1, 2, 4)),
+            (1024, 32, (0.25, 1, 2, 4, 8)),
+        ],
+        "race": [(1, 1000, 1 << 16), (1024, 1000, 1), (16, 100, 1 << 12)],
+        "chunks": (1 << 14, 1 << 16, 1 << 20, 1 << 22),
+        "table_n": (1000, 2048),
+    },
+}
+
+
+@contextlib.contextmanager
+def override(table: dict[str, Any], value: Any) -> Iterator[None]:
+    """``table[kind] = value`` for this backend's kind, then restored; caches cleared."""
+    k = _tuning.kind()
+    old = table[k]
+    table[k] = value
+    jax.clear_caches()
+    try:
+        yield
+    finally:
+        table[k] = old
+        jax.clear_caches()
+
+
+def _call(fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:
+    return compiled_call(fn, args)[0]
+
+
+def _pair(a: Callable[[], Any], b: Callable[[], Any], repeats: int) -> dict[str, float]:
+    ta, tb, ratios = time_interleaved(a, b, repeats=repeats, budget_s=4.0)
+    return {
+        "a_s": statistics.median(ta),
+        "b_s": statistics.median(tb),
+        "ratio": statistics.median(ratios),
+    }
+
+
+def _scores(b: int, n: int) -> jax.Array:
+    return jnp.asarray(np.random.default_rng(n).normal(size=(b, n)) * 3.0, jnp.float32)
+
+
+def alias_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
+    rows = []
+    for b, n, multiples in grid["alias"]:
+        columns = 2 ** max(2, int(np.ceil(np.log2(n))))
+        for m in multiples:
+            s = max(1, int(m * columns))
+            x = _scores(b, n)
+
+            def fn(k, x, s=s, b=b):
+                return jaxdp.exponential(
+                    k, x, epsilon=1.0, sensitivity=1.0, shape=(s, b), method="inverse_cdf"
+                )
+
+            with (
+                override(_tuning.ALIAS_MIN_DRAWS, 1),
+                override(_tuning.ALIAS_DRAWS_PER_COLUMN, ((1, 0.0),)),
+            ):
+                alias = _call(fn, jax.random.key(0), x)
+            with override(_tuning.ALIAS_MIN_DRAWS, 1 << 62):
+                descent = _call(fn, jax.random.key(0), x)
+            r = _pair(alias, descent, repeats)
+            rows.append(
+                {"name": f"alias_b{b}_n{n}_s{s}", "constant": "ALIAS_DRAWS_PER_COLUMN",
+                 "b": b, "n": n, "s": s, "draws_per_column": s / columns,
+                 "alias_s": r["a_s"], "descent_s": r["b_s"], "alias_over_descent": r["ratio"],
+                 "chosen": "alias" if _tuning.use_alias(n, s, num_rows=b) else "descent"}
+            )  # fmt: skip
+            print(
+                f"| alias_b{b}_n{n}_s{s} | S/N = {s / columns:g} | alias {r['a_s'] * 1e3:.3g} ms"
+                f" | descent {r['b_s'] * 1e3:.3g} ms | alias/descent {r['ratio']:.2f} | "
+                f"rule picks {rows[-1]['chosen']} |",
+                flush=True,
+            )
+    return rows
+
+
+def race_chunk_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
+    rows = []
+    current = _tuning.race_chunk()
+    for b, n, s in grid["race"]:
+        x = _scores(b, n)
+
+        def fn(k, x, s=s, b=b):
+            return jaxdp.report_noisy_max(
+                k, x, epsilon=1.0, sensitivity=1.0, noise="laplace", shape=(s, b)
+            )
+
+        base = _call(fn, jax.random.key(0), x)
+        for c in grid["chunks"]:
+            with override(_tuning.RACE_CHUNK, c):
+                other = _call(fn, jax.random.key(0), x)
+            r = _pair(other, base, repeats)
+            name = f"race_chunk_{c}_b{b}_n{n}_s{s}"
+            rows.append(
+                {"name": name, "constant": "RACE_CHUNK", "chunk": c, "current": current,
+                 "b": b, "n": n, "s": s, "chunk_s": r["a_s"], "current_s": r["b_s"],
+                 "chunk_over_current": r["ratio"],
+                 "variates_per_s": s * b * n / r["b_s"]}
+            )  # fmt: skip
+            print(
+                f"| {name} | {r['a_s'] * 1e3:.3g} ms | current ({current}) "
+                f"{r['b_s'] * 1e3:.3g} ms | ratio {r['ratio']:.2f} |",
+                flush=True,
+            )
+    return rows
+
+
+def table_chunk_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
+    from jaxdp import _tabulated
+
+    rows = []
+    current = _tuning.table_chunk()
+    for n in grid["table_n"]:
+        p = jnp.asarray(np.random.default_rng(n).uniform(0.01, 1.0, size=(1, n)), jnp.float32)
+        base = _call(_tabulated.flip_table, p)
+        for c in grid["chunks"]:
+            with override(_tuning.TABLE_CHUNK, c):
+                other = _call(_tabulated.flip_table, p)
+            r = _pair(other, base, repeats)
+            name = f"table_chunk_{c}_n{n}"
+            rows.append(
+                {"name": name, "constant": "TABLE_CHUNK", "chunk": c, "current": current,
+                 "n": n, "chunk_s": r["a_s"], "current_s": r["b_s"],
+                 "chunk_over_current": r["ratio"]}
+            )  # fmt: skip
+            print(
+                f"| {name} | {r['a_s'] * 1e3:.3g} ms | current ({current}) "
+                f"{r['b_s'] * 1e3:.3g} ms | ratio {r['ratio']:.2f} |",
+                flush=True,
+            )
+    return rows
+
+
+def cost_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
+    """The tabulated noisy max's cost model, in race variates."""
+    from jaxdp import _descent, _tabulated
+
+    n, s = 1000, 1 << 13
+    x = _scores(1, n)[0]
+    key = jax.random.key(0)
+
+    def race(k, x):
+        return jaxdp.report_noisy_max(
+            k, x, epsilon=1.0, sensitivity=1.0, noise="exponential", shape=(s,)
+        )
+
+    with override(_tuning.TABLE_MAX_CANDIDATES, 0):
+        t_race = min(time_interleaved(_call(race, key, x), lambda: None, repeats=repeats,
+                                      budget_s=4.0)[0])  # fmt: skip
+    variate = t_race / (s * n)
+    rows: list[dict[str, Any]] = [
+        {"name": "race_variate_ns", "constant": "(unit)", "value": variate * 1e9, "n": n, "s": s}
+    ]
+    for m in grid["table_n"]:
+        p = jnp.asarray(np.random.default_rng(m).uniform(0.01, 1.0, size=(1, m)), jnp.float32)
+        t = min(time_interleaved(_call(_tabulated.flip_table, p), lambda: None,
+                                 repeats=repeats, budget_s=4.0)[0])  # fmt: skip
+        rows.append({"name": f"table_cost_n{m}", "constant": "TABLE_COST",
+                     "value": t / (m * m) / variate, "n": m})  # fmt: skip
+    w = jnp.exp(_scores(1, n))
+
+    def draws(num: int) -> Callable[[], Any]:
+        return _call(lambda k, w: _descent.sample(k, w, num)[0], key, w)
+
+    for label, constant, few, many, value in (
+        ("descent_draw_cost", "KERNEL_DRAW_COST", 1 << 8, 1 << 14, 1 << 62),
+        ("alias_draw_cost", "ALIAS_DRAW_COST", 1 << 16, 1 << 20, 1),
+    ):
+        with (
+            override(_tuning.ALIAS_MIN_DRAWS, value),
+            override(_tuning.ALIAS_DRAWS_PER_COLUMN, ((1, 0.0),)),
+        ):
+            t_few, t_many, _ = time_interleaved(draws(few), draws(many), repeats=repeats,
+                                                budget_s=4.0)  # fmt: skip
+        per_draw = (min(t_many) - min(t_few)) / (many - few)
+        rows.append({"name": label, "constant": constant, "value": per_draw / variate, "n": n})
+    for r in rows:
+        print(f"| {r['name']} | {r['constant']} | {r['value']:.3g} |", flush=True)
+    return rows
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``python -m benchmarks tuning``."""
+    p.add_argument("--quick", action="store_true", help="a few points of each sweep")
+    p.add_argument(
+        "--only",
+        choices=("alias", "race_chunk", "table_chunk", "costs"),
+        action="append",
+        help="run only these sections (repeatable; default: all)",
+    )
+    _paths.add_output_arguments(p, "<machine>")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks tuning", description=__doc__)
+    add_arguments(p)
+    return run(p.parse_args(list(sys.argv[1:] if argv is None else argv)))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Runs the sections, prints one line per row, writes ``tuning_<mode>.json``."""
+    mode = "quick" if args.quick else "full"
+    grid = GRID[mode]
+    repeats = 4 if args.quick else 8
+    sections = {
+        "alias": alias_rows,
+        "race_chunk": race_chunk_rows,
+        "table_chunk": table_chunk_rows,
+        "costs": cost_rows,
+    }
+    rows: list[dict[str, Any]] = []
+    for name, fn in sections.items():
+        if args.only and name not in args.only:
+            continue
+        print(f"\n## {name}\n", flush=True)
+        rows += fn(grid, repeats)
+    backend = jax.default_backend()
+    info = _machine.machine_info()
+    out = _paths.output_dir(args.out, args.update_committed, _machine.slug(info, backend))
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"tuning_{mode}.json"
+    created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    command = "python -m benchmarks tuning" + (" --quick" if args.quick else "")
+    payload = {"created": created, "command": command, "backend": backend, "machine": info,
+               "rows": rows}  # fmt: skip
+    path.write_text(json.dumps(payload, indent=1) + "\n")
+    print(f"\nwrote {path}")
+    return 0

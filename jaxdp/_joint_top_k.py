@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import checkify
 
-from . import _checks, _kernels, _sampling, _top_k
+from . import _checks, _logits, _rows, _sampling, _top_k
 from ._typing import Array, ArrayLike, PRNGKey
 
 _NEG_INF = -jnp.inf
@@ -170,14 +170,14 @@ def _joint_top_k_impl(key, scores, epsilon, sensitivity, *, k, monotonic, shape)
     )
     n = scores.shape[-1]
     dtype = scores.dtype
-    batch = _kernels.broadcast_batch(scores.shape[:-1], epsilon.shape, sensitivity.shape)
-    num_lead, tail = _kernels.split_shape(shape, batch)
+    batch = _rows.broadcast_batch(scores.shape[:-1], epsilon.shape, sensitivity.shape)
+    num_lead, tail = _rows.split_shape(shape, batch)
     rows = math.prod(tail)
-    valid = _kernels.row_valid(scores, epsilon, sensitivity)
+    valid = _logits.row_valid(jnp.max(scores, axis=-1), epsilon, sensitivity)
     valid = valid & (jnp.sum(scores > -jnp.inf, axis=-1) >= k)
     valid = jnp.broadcast_to(valid, tail).reshape(rows)
 
-    c = _kernels.flatten_rows(scores, tail)  # (R, n)
+    c = _rows.flatten_rows(scores, tail)  # (R, n)
     order = jnp.argsort(-c, axis=-1, stable=True)
     c_sorted = jnp.take_along_axis(c, order, axis=-1)
     delta_u = sensitivity if monotonic else 2 * sensitivity

@@ -31,7 +31,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxdp import _kernels, _random
+from jaxdp import _random, _threefry
 
 from ._timing import best_rate
 
@@ -75,7 +75,7 @@ def measure_rates(device: jax.Device, size: str) -> dict[str, Any]:
         x_bw = jax.device_put(jnp.ones((n_bw,), jnp.float32), device)
 
         def fused_uniforms(k):
-            return jnp.sum(_random.uniform(_kernels.fast_key(k), (n_rng,), jnp.float32))
+            return jnp.sum(_random.uniform(_threefry.fast_key(k), (n_rng,), jnp.float32))
 
         def stock_uniforms(k):
             return jnp.sum(jax.random.uniform(k, (n_rng,), jnp.float32))

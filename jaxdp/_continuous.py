@@ -73,7 +73,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
 
-from . import _checks, _kernels, _random
+from . import _checks, _inverse_cdf, _logits, _random, _rows
 from ._typing import Array, ArrayLike, PRNGKey
 
 # ----------------------------------------------------------------------------- core
@@ -113,12 +113,9 @@ def _sample_rows(
     width = b - a
     log_mass = upper + jnp.log(jnp.maximum(width, 0)) + _log_shape(drop)
     log_mass = jnp.where(jnp.isnan(log_mass), -jnp.inf, log_mass)
-    top = jnp.max(log_mass, axis=-1, keepdims=True)
-    has_mass = jnp.isfinite(top[:, 0])
-    logits = jnp.where(jnp.isfinite(top), log_mass - top, log_mass)
-    logits = jnp.where(has_mass[:, None], logits, jnp.zeros_like(logits))
+    logits, has_mass = _logits.shift_log_weights(log_mass)
     key_interval, key_point = jax.random.split(key)
-    j, _ = _kernels.inverse_cdf(key_interval, logits, (num_lead, num_rows))
+    j, _ = _inverse_cdf.from_logits(key_interval, logits, (num_lead, num_rows))
     j = jnp.clip(j, 0, a.shape[-1] - 1).T  # (R, num_lead)
 
     def pick(x: Array) -> Array:
@@ -129,22 +126,6 @@ def _sample_rows(
     dist = _fraction(v, yj) * wj
     r = jnp.where(rj, bj - dist, aj + dist)
     return jnp.clip(r, aj, bj), has_mass
-
-
-def _flat(x: Array, tail: tuple[int, ...], rows: int) -> Array:
-    return jnp.broadcast_to(x, tail + x.shape[-1:]).reshape((rows, x.shape[-1]))
-
-
-def _flat_batch(x: Array, tail: tuple[int, ...], rows: int) -> Array:
-    return jnp.broadcast_to(x, tail).reshape((rows,))
-
-
-def _shifted(values: Array, best: Array, scale: Array) -> Array:
-    """``scale * (values - best)`` per row, ``-inf`` kept, no ``0 * inf``."""
-    safe = jnp.where(jnp.isfinite(best), best, jnp.zeros_like(best))
-    gap = values - safe[:, None]
-    out = jnp.where(gap == 0, jnp.zeros_like(gap), gap * scale[:, None])
-    return jnp.where(values == -jnp.inf, -jnp.inf, out)
 
 
 def _drop(scale: Array, slope_abs: Array, width: Array) -> Array:
@@ -202,17 +183,10 @@ def _data_array(x: ArrayLike, fn: str, name: str) -> Array:
 
 def _batch(fn: str, what: str, **shapes: tuple[int, ...]) -> tuple[int, ...]:
     try:
-        return _kernels.broadcast_batch(*shapes.values())
+        return _rows.broadcast_batch(*shapes.values())
     except ValueError as err:
         desc = ", ".join(f"{k} {v}" for k, v in shapes.items())
         raise ValueError(f"{fn}: the batch shapes of {what} must broadcast: {desc}") from err
-
-
-def _params_ok(*params: Array) -> Array:
-    ok = jnp.bool_(True)
-    for p in params:
-        ok = ok & jnp.isfinite(p) & (p > 0)
-    return ok
 
 
 # ----------------------------------------------------------------------------- piecewise
@@ -393,27 +367,26 @@ def exponential_piecewise(
 def _piecewise_impl(key, edges, intercepts, slopes, epsilon, sensitivity, *, monotonic, shape):
     fn = "exponential_piecewise"
     _checks.debug_check_positive(fn, epsilon=epsilon, sensitivity=sensitivity)
-    batch = _kernels.broadcast_batch(
+    batch = _rows.broadcast_batch(
         edges.shape[:-1],
         intercepts.shape[:-1],
         slopes.shape[:-1],
         epsilon.shape,
         sensitivity.shape,
     )
-    num_lead, tail = _kernels.split_shape(shape, batch)
-    rows = math.prod(tail)
-    e = _flat(edges, tail, rows)
-    c = _flat(intercepts, tail, rows)
-    m = _flat(slopes, tail, rows)
-    scale = _kernels.scale_factor(epsilon, sensitivity, monotonic, edges.dtype)
-    scale = _flat_batch(scale, tail, rows)
+    num_lead, tail = _rows.split_shape(shape, batch)
+    e = _rows.flatten_rows(edges, tail)
+    c = _rows.flatten_rows(intercepts, tail)
+    m = _rows.flatten_rows(slopes, tail)
+    scale = _logits.scale_factor(epsilon, sensitivity, monotonic, edges.dtype)
+    scale = _logits.clip_scale(_rows.flatten_batch(scale, tail))
     a, b = e[:, :-1], e[:, 1:]
     u_a = c + m * a
     u_b = c + m * b
     u_top = jnp.maximum(u_a, u_b)
     width = b - a
     best = jnp.max(jnp.where(width > 0, u_top, -jnp.inf), axis=-1)
-    upper = _shifted(u_top, best, scale)
+    upper = _logits.Logits(u_top, best, scale).values()
     drop = _drop(scale, jnp.abs(m), width)
     draws, has_mass = _sample_rows(key, e, upper, drop, m > 0, num_lead)
 
@@ -430,7 +403,10 @@ def _piecewise_impl(key, edges, intercepts, slopes, epsilon, sensitivity, *, mon
     )
     checkify.debug_check(jnp.all(has_mass), f"{fn}: every row needs an interval of positive mass")
     valid = (
-        edges_ok & lines_ok & has_mass & _flat_batch(_params_ok(epsilon, sensitivity), tail, rows)
+        edges_ok
+        & lines_ok
+        & has_mass
+        & _rows.flatten_batch(_logits.params_valid(batch, epsilon, sensitivity), tail)
     )
     return jnp.where(valid[None, :], draws, jnp.nan).reshape(shape)
 
@@ -560,23 +536,25 @@ def _price_impl(key, bids, bounds, epsilon, *, shape):
     checkify.debug_check(range_ok, f"{fn}: bounds must be finite with 0 <= lo < hi")
     checkify.debug_check(jnp.all(bids_ok), f"{fn}: bids must be finite")
     n = bids.shape[-1]
-    batch = _kernels.broadcast_batch(bids.shape[:-1], epsilon.shape)
-    num_lead, tail = _kernels.split_shape(shape, batch)
+    batch = _rows.broadcast_batch(bids.shape[:-1], epsilon.shape)
+    num_lead, tail = _rows.split_shape(shape, batch)
     rows = math.prod(tail)
     # Clipping keeps the revenue on [lo, hi]: see the docstring.
     ordered = jnp.sort(jnp.clip(bids, lo, hi), axis=-1)
-    ordered = _flat(ordered, tail, rows)
+    ordered = _rows.flatten_rows(ordered, tail)
     ends = jnp.broadcast_to(lo, (rows, 1)), jnp.broadcast_to(hi, (rows, 1))
     e = jnp.concatenate([ends[0], ordered, ends[1]], axis=-1)
     count = (n - jnp.arange(n + 1)).astype(e.dtype)[None, :]  # #{bids >= p} on [e_j, e_j+1)
-    scale = _flat_batch(epsilon / (2 * hi), tail, rows)
+    # Δ = hi: one bidder moves the revenue at price p by at most p <= hi.
+    scale = _logits.scale_factor(epsilon, hi, False, e.dtype)
+    scale = _logits.clip_scale(_rows.flatten_batch(scale, tail))
     revenue_top = count * e[:, 1:]  # revenue grows with p inside each interval
-    upper = _shifted(revenue_top, jnp.max(revenue_top, axis=-1), scale)
+    upper = _logits.Logits(revenue_top, jnp.max(revenue_top, axis=-1), scale).values()
     drop = _drop(scale, count, e[:, 1:] - e[:, :-1])
     right = jnp.broadcast_to(count > 0, upper.shape)
     draws, has_mass = _sample_rows(key, e, upper, drop, right, num_lead)
-    valid = range_ok & has_mass & _flat_batch(bids_ok, tail, rows)
-    valid = valid & _flat_batch(_params_ok(epsilon), tail, rows)
+    valid = range_ok & has_mass & _rows.flatten_batch(bids_ok, tail)
+    valid = valid & _rows.flatten_batch(_logits.params_valid(batch, epsilon), tail)
     return jnp.where(valid[None, :], draws, jnp.nan).reshape(shape)
 
 
@@ -701,19 +679,20 @@ def _quantile_impl(key, data, q, bounds, epsilon, *, shape):
     checkify.debug_check(jnp.all(data_ok), f"{fn}: data must be finite")
     checkify.debug_check(jnp.all(q_ok), f"{fn}: q must be in [0, 1], got {{}}", q)
     n = data.shape[-1]
-    batch = _kernels.broadcast_batch(data.shape[:-1], q.shape, epsilon.shape)
-    num_lead, tail = _kernels.split_shape(shape, batch)
+    batch = _rows.broadcast_batch(data.shape[:-1], q.shape, epsilon.shape)
+    num_lead, tail = _rows.split_shape(shape, batch)
     rows = math.prod(tail)
-    ordered = _flat(jnp.sort(jnp.clip(data, lo, hi), axis=-1), tail, rows)
+    ordered = _rows.flatten_rows(jnp.sort(jnp.clip(data, lo, hi), axis=-1), tail)
     ends = jnp.broadcast_to(lo, (rows, 1)), jnp.broadcast_to(hi, (rows, 1))
     e = jnp.concatenate([ends[0], ordered, ends[1]], axis=-1)
-    target = _flat_batch(q * n, tail, rows)
+    target = _rows.flatten_batch(q * n, tail)
     utility = -jnp.abs(jnp.arange(n + 1, dtype=e.dtype)[None, :] - target[:, None])
     # Sensitivity max(q, 1 - q) (docstring); >= 1/2, so no division by 0.
-    scale = _flat_batch(epsilon / (2 * jnp.maximum(q, 1 - q)), tail, rows)
-    upper = _shifted(utility, jnp.max(utility, axis=-1), scale)
+    scale = _logits.scale_factor(epsilon, jnp.maximum(q, 1 - q), False, e.dtype)
+    scale = _logits.clip_scale(_rows.flatten_batch(scale, tail))
+    upper = _logits.Logits(utility, jnp.max(utility, axis=-1), scale).values()
     zeros = jnp.zeros_like(upper)
     draws, has_mass = _sample_rows(key, e, upper, zeros, zeros > 0, num_lead)
-    valid = bounds_ok & has_mass & _flat_batch(data_ok, tail, rows)
-    valid = valid & _flat_batch(q_ok & _params_ok(epsilon), tail, rows)
+    valid = bounds_ok & has_mass & _rows.flatten_batch(data_ok, tail)
+    valid = valid & _rows.flatten_batch(q_ok & _logits.params_valid(batch, epsilon), tail)
     return jnp.where(valid[None, :], draws, jnp.nan).reshape(shape)

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import checkify
 
-from . import _checks, _kernels, _measure, _noisy_kernels
+from . import _checks, _kernels, _logits, _measure, _rows
 from ._typing import Array, ArrayLike, PRNGKey
 
 _METHODS = ("auto", "gumbel", "inverse_cdf")
@@ -238,31 +238,24 @@ def _exponential_impl(
     fn = "exponential"
     _checks.debug_check_positive(fn, epsilon=epsilon, sensitivity=sensitivity)
     _checks.debug_check_scores(fn, scores)
-    _checks.debug_check_selectable(fn, jnp.max(scores, axis=-1))
-    scale = _kernels.scale_factor(epsilon, sensitivity, monotonic, scores.dtype)
+    scale = _logits.scale_factor(epsilon, sensitivity, monotonic, scores.dtype)
     if log_measure is not None:
+        _checks.debug_check_selectable(fn, jnp.max(scores, axis=-1))
         _debug_check_measure(fn, scores, log_measure)
         if method == "auto":
-            batch = _kernels.broadcast_batch(
+            batch = _rows.broadcast_batch(
                 scores.shape[:-1], log_measure.shape[:-1], jnp.shape(scale)
             )
-            num_lead, tail = _kernels.split_shape(shape, batch)
+            num_lead, tail = _rows.split_shape(shape, batch)
             method = _kernels.choose_method(num_lead, scores.shape[-1], max(1, len(tail)))
         idx, rows_ok = _measure.sample(key, scores, log_measure, scale, shape, method)
-        valid = rows_ok & _kernels.params_valid(rows_ok.shape, epsilon, sensitivity)
-        return jnp.where(jnp.broadcast_to(valid, shape), idx, -1)
-    logits = _kernels.to_logits(scores, scale)
-    if method == "auto":
-        num_lead, tail = _kernels.split_shape(shape, logits.shape[:-1])
-        method = _kernels.choose_method(num_lead, logits.shape[-1], max(1, len(tail)))
-    if method == "gumbel":
-        valid = _kernels.row_valid(scores, epsilon, sensitivity)
-        idx = _noisy_kernels.noisy_argmax(key, logits, shape, "gumbel", scores=scores, scale=scale)
     else:
-        # The row check comes from the row totals: a separate row maximum
-        # would be a second pass over the scores.
-        idx, rows_ok = _kernels.inverse_cdf(key, logits, shape, scores, scale)
-        valid = rows_ok & _kernels.params_valid(rows_ok.shape, epsilon, sensitivity)
+        logits = _logits.from_scores(scores, scale)
+        _checks.debug_check_selectable(fn, logits.row_max)
+        # For the inverse CDF the row check comes from the row totals: a separate
+        # row maximum would be a second pass over the scores.
+        idx, rows_ok = _kernels.exponential_draws(key, logits, shape, method)
+    valid = rows_ok & _logits.params_valid(rows_ok.shape, epsilon, sensitivity)
     return jnp.where(jnp.broadcast_to(valid, shape), idx, -1)
 
 
@@ -344,16 +337,16 @@ def _measure_log_probs_impl(scores, epsilon, sensitivity, log_measure, *, monoto
     _checks.debug_check_positive(fn, epsilon=epsilon, sensitivity=sensitivity)
     _checks.debug_check_scores(fn, scores)
     _debug_check_measure(fn, scores, log_measure)
-    scale = _kernels.scale_factor(epsilon, sensitivity, monotonic, scores.dtype)
+    scale = _logits.scale_factor(epsilon, sensitivity, monotonic, scores.dtype)
     n = scores.shape[-1]
-    batch = _kernels.broadcast_batch(scores.shape[:-1], log_measure.shape[:-1], jnp.shape(scale))
+    batch = _rows.broadcast_batch(scores.shape[:-1], log_measure.shape[:-1], jnp.shape(scale))
     s, lam, c = (
         jnp.broadcast_to(scores, batch + (n,)).reshape(-1, n),
         jnp.broadcast_to(log_measure, batch + (n,)).reshape(-1, n),
         jnp.broadcast_to(scale, batch).reshape(-1),
     )
     out, ok = _measure.log_probs(s, lam, c)
-    valid = ok & _kernels.params_valid(batch, epsilon, sensitivity).reshape(-1)
+    valid = ok & _logits.params_valid(batch, epsilon, sensitivity).reshape(-1)
     out = jnp.where(valid[:, None], out, jnp.nan)
     return out.reshape(batch + (n,))
 
@@ -363,8 +356,9 @@ def _log_probs_impl(scores, epsilon, sensitivity, *, monotonic):
     fn = "exponential_log_probs"
     _checks.debug_check_positive(fn, epsilon=epsilon, sensitivity=sensitivity)
     _checks.debug_check_scores(fn, scores)
-    valid = _kernels.row_valid(scores, epsilon, sensitivity)
-    scale = _kernels.scale_factor(epsilon, sensitivity, monotonic, scores.dtype)
-    logits = _kernels.to_logits(scores, scale)
-    out = logits - jax.nn.logsumexp(logits, axis=-1, keepdims=True)
+    scale = _logits.scale_factor(epsilon, sensitivity, monotonic, scores.dtype)
+    logits = _logits.from_scores(scores, scale)
+    valid = _logits.row_valid(logits.row_max, epsilon, sensitivity)
+    values = logits.values()
+    out = values - jax.nn.logsumexp(values, axis=-1, keepdims=True)
     return jnp.where(valid[..., None], out, jnp.nan)

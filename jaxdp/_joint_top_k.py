@@ -43,7 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
 
-from . import _checks, _descent, _kernels, _top_k
+from . import _checks, _descent, _logits, _rows, _threefry, _top_k
 from . import _twofloat as _tf
 from ._typing import Array, ArrayLike, PRNGKey
 
@@ -342,16 +342,16 @@ def _joint_top_k_impl(key, scores, epsilon, sensitivity, *, k, monotonic, shape)
     )
     n = scores.shape[-1]
     dtype = scores.dtype
-    batch = _kernels.broadcast_batch(scores.shape[:-1], epsilon.shape, sensitivity.shape)
-    num_lead, tail = _kernels.split_shape(shape, batch)
+    batch = _rows.broadcast_batch(scores.shape[:-1], epsilon.shape, sensitivity.shape)
+    num_lead, tail = _rows.split_shape(shape, batch)
     rows = math.prod(tail)
     if math.prod(shape) == 0:
         return jnp.zeros(shape + (k,), jnp.int32)
-    valid = _kernels.row_valid(scores, epsilon, sensitivity)
+    valid = _logits.row_valid(jnp.max(scores, axis=-1), epsilon, sensitivity)
     valid = valid & (jnp.sum(scores > -jnp.inf, axis=-1) >= k)
     valid = jnp.broadcast_to(valid, tail).reshape(rows)
 
-    c = _kernels.flatten_rows(scores, tail)  # (R, n)
+    c = _rows.flatten_rows(scores, tail)  # (R, n)
     order = jnp.argsort(-c, axis=-1, stable=True).astype(jnp.int32)
     c_sorted = jnp.take_along_axis(c, order, axis=-1)
     c_sorted = jnp.where(valid[:, None], c_sorted, jnp.zeros_like(c_sorted))
@@ -362,7 +362,7 @@ def _joint_top_k_impl(key, scores, epsilon, sensitivity, *, k, monotonic, shape)
     w, _ = group_weights(c_sorted, scale, k)  # (R, k, n)
 
     key_group, key_fill = jax.random.split(key)
-    group, ok = _descent.sample(_kernels.fast_key(key_group), w.reshape(rows, k * n), num_lead)
+    group, ok = _descent.sample(_threefry.fast_key(key_group), w.reshape(rows, k * n), num_lead)
     ok = jnp.broadcast_to(ok & valid, (num_lead, rows))
     gi, gj = group // n, group % n  # position of the max and its item (sorted index)
     flat = c_sorted.reshape(-1)

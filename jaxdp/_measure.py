@@ -46,28 +46,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _descent, _random, _tuning
-from ._kernels import _even_chunks, _map_steps, broadcast_batch, fast_key, split_shape
+from ._logits import clip_scale
+from ._noisy_kernels import round_down_scale
+from ._rows import broadcast_batch, even_chunks, map_steps, split_shape
+from ._threefry import fast_key
 from ._twofloat import two_prod, two_sum
 from ._typing import Array, PRNGKey
-
-#: The scale epsilon / (2 sensitivity) is multiplied by this before use: three
-#: roundings (epsilon, sensitivity, the quotient) are each within ``u``, so the
-#: float scale never exceeds the real one (the same factor ``1 - 8u`` as
-#: :func:`jaxdp._descent.scale_down` and :mod:`jaxdp._noisy_kernels` use).
-SCALE_ROUND_DOWN = 1.0 - 2.0**-21
-
-
-def clip_scale(scale: Array) -> Array:
-    """The scale clamped into the normal float range (see :func:`jaxdp._kernels.to_logits`)."""
-    scale = jnp.asarray(scale)
-    info = jnp.finfo(scale.dtype)
-    return jnp.clip(scale, info.tiny, info.max)
-
-
-def round_down_scale(scale: Array) -> Array:
-    """The scale clamped into the normal float range, then rounded down (``<=`` the real one)."""
-    scale = clip_scale(scale)
-    return scale * scale.dtype.type(SCALE_ROUND_DOWN)
 
 
 def combined_logits(scores: Array, log_measure: Array, scale: Array) -> tuple[Array, Array, Array]:
@@ -183,7 +167,7 @@ def race_plan(num_draws: int, num_rows: int, n: int, chunk: int) -> tuple[str, i
     ``num_draws * blocks`` steps) or ``("long", width, blocks)`` (one row of one
     draw a step, scanned in ``blocks`` blocks of ``width``)."""
     if num_rows * n <= chunk:
-        per, steps = _even_chunks(num_draws, chunk // (num_rows * n))
+        per, steps = even_chunks(num_draws, chunk // (num_rows * n))
         return "draws", per, steps
     if n <= chunk:
         per = max(1, chunk // n)
@@ -221,7 +205,7 @@ def _race(key: PRNGKey, rate: Array, num_draws: int, plan: tuple[str, int, int])
         def body(key: PRNGKey, step: Array) -> Array:
             return _first_argmin(noise(key, (per, num_rows, n), dtype) * rate[None])[1]
 
-        out = _map_steps(body, key, steps).reshape(steps * per, num_rows)
+        out = map_steps(body, key, steps).reshape(steps * per, num_rows)
         return out[:num_draws]
 
     if layout == "rows":
@@ -232,7 +216,7 @@ def _race(key: PRNGKey, rate: Array, num_draws: int, plan: tuple[str, int, int])
             part = jax.lax.dynamic_slice_in_dim(padded, (step % blocks) * per, per, axis=0)
             return _first_argmin(noise(key, (per, n), dtype) * part)[1]
 
-        out = _map_steps(body, key, num_draws * blocks)
+        out = map_steps(body, key, num_draws * blocks)
         return out.reshape(num_draws, blocks * per)[:, :num_rows]
 
     width, nblocks = per, steps
@@ -253,7 +237,7 @@ def _race(key: PRNGKey, rate: Array, num_draws: int, plan: tuple[str, int, int])
         keys = jax.random.split(key, nblocks)
         return jax.lax.scan(scan_block, init, (keys, jnp.arange(nblocks)))[0][1]
 
-    out = _map_steps(body, key, num_draws * num_rows)
+    out = map_steps(body, key, num_draws * num_rows)
     return out.reshape(num_draws, num_rows)
 
 

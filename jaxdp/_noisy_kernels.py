@@ -60,7 +60,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _random, _tuning
-from ._kernels import _even_chunks, _map_steps, broadcast_batch, fast_key, split_shape
+from ._logits import Logits, clip_scale
+from ._rows import even_chunks, map_steps, split_shape
+from ._threefry import fast_key
 from ._twofloat import two_prod, two_sum
 from ._typing import Array, PRNGKey
 
@@ -81,9 +83,7 @@ NOISES: dict[str, Callable] = {
 
 def round_down_scale(scale: Array) -> Array:
     """float32 scale, finite, normal and rounded down: ``<=`` the real ``epsilon / (2 Delta)``."""
-    scale = jnp.asarray(scale)
-    info = jnp.finfo(scale.dtype)
-    scale = jnp.clip(scale, info.tiny, info.max)
+    scale = clip_scale(scale)
     return scale * scale.dtype.type(SCALE_ROUND_DOWN)
 
 
@@ -108,14 +108,6 @@ def race_rates(scores: Array, row_max: Array, scale: Array) -> Array:
     e = jnp.exp(jnp.minimum(t_hi, floor))
     rate = jnp.where(clipped, f(np.exp(np.float64(LOGIT_FLOOR))), e + e * t_lo)
     return jnp.where(scores == -jnp.inf, f(jnp.inf), rate)
-
-
-def _row_params(scores: Array, scale: Array) -> tuple[tuple[int, ...], Array, Array]:
-    """(batch, row max ``batch + (1,)``, rounded-down scale ``batch + (1,)``)."""
-    batch = broadcast_batch(scores.shape[:-1], jnp.shape(scale))
-    row_max = jnp.broadcast_to(jnp.max(scores, axis=-1), batch)[..., None]
-    c = jnp.broadcast_to(round_down_scale(jnp.asarray(scale, scores.dtype)), batch)[..., None]
-    return batch, row_max, c
 
 
 def _first_argmin(q: Array) -> tuple[Array, Array]:
@@ -150,32 +142,25 @@ def _peel(key: PRNGKey, scores: Array, c: Array, k: int, sample_noise: Callable)
 
 def noisy_argmax(
     key: PRNGKey,
-    logits: Array | None,
+    logits: Logits,
     shape: tuple[int, ...],
     noise: str,
     k: int | None = None,
-    scores: Array | None = None,
-    scale: Array | None = None,
 ) -> Array:
-    """argmax (or top-k) of ``logits + noise`` for draws of ``shape``, as a race.
+    """argmax (or top-k) of ``logits.values() + noise`` for draws of ``shape``, as a race.
 
-    The law is taken from ``scores`` and ``scale`` (logits ``scale * (s - max
-    s)``), which every caller passes; ``logits`` is accepted for compatibility
-    and only used when ``scores`` is None (then the rates are ``exp(-logits)``,
-    without the exact logit computation). ``scores``: ``(*batch, n)`` float32,
-    ``scale`` broadcasting with the batch; ``shape`` ends with dims that the
-    batch broadcasts to. Returns int32 ``shape`` (``shape + (k,)`` for top-k).
-    Ties between equal products go to the lowest index; ``-inf`` scores are
-    never selected unless the whole row is ``-inf`` (top-k: positions past the
-    finite scores are -1).
+    The rates are computed from the factors of ``logits`` (:func:`race_rates`,
+    the scale rounded down); ``shape`` ends with dims that the batch broadcasts
+    to. Returns int32 ``shape`` (``shape + (k,)`` for top-k). Ties between equal
+    products go to the lowest index; ``-inf`` scores are never selected unless
+    the whole row is ``-inf`` (top-k: positions past the finite scores are -1).
     """
-    if scores is None:
-        # Legacy: logits only. Scale 1, row max 0 (logits are max-shifted).
-        scores = logits
-        scale = jnp.ones((), logits.dtype)
+    scores = logits.scores
     if scores.dtype != jnp.float64:
         scores = scores.astype(jnp.float32)
-    batch, row_max, c = _row_params(scores, scale)
+    batch = logits.batch
+    row_max = logits.row_max[..., None]
+    c = round_down_scale(logits.scale)[..., None]
     n = scores.shape[-1]
     num_lead, tail = split_shape(shape, batch)
     num_rows = int(np.prod(tail, dtype=np.int64))
@@ -222,7 +207,7 @@ def race_plan(num_lead: int, num_rows: int, n: int, chunk: int) -> tuple[str, in
       candidates in ``blocks`` blocks of ``width`` (``num_lead * num_rows`` steps).
     """
     if num_rows * n <= chunk:
-        per, steps = _even_chunks(num_lead, chunk // (num_rows * n))
+        per, steps = even_chunks(num_lead, chunk // (num_rows * n))
         return "draws", per, steps
     if n <= chunk:
         most = max(1, chunk // n)
@@ -276,7 +261,7 @@ def _race(
             def body(key: PRNGKey, step: Array) -> Array:
                 return _peel(key, many, c[None], k, sample_noise)
 
-        out = _map_steps(body, key, steps).reshape((steps * per, num_rows) + suffix)
+        out = map_steps(body, key, steps).reshape((steps * per, num_rows) + suffix)
         return out if steps * per == num_lead else out[:num_lead]
 
     if layout == "rows":
@@ -297,7 +282,7 @@ def _race(
                 return _peel(key, part, cb, k, sample_noise)
             return _first_argmin(sample_noise(key, (per, n), dtype) * race_rates(part, m, cb))[1]
 
-        out = _map_steps(body, key, num_lead * blocks)
+        out = map_steps(body, key, num_lead * blocks)
         return out.reshape((num_lead, blocks * per) + suffix)[:, :num_rows]
 
     # Rows longer than a chunk: scan the candidates in blocks, keep the running best.
@@ -345,5 +330,5 @@ def _race(
         init = (jnp.full((k,), -1, jnp.int32), jnp.zeros((), jnp.int32))
         return jax.lax.scan(round_, init, jax.random.split(key, k))[0][0]
 
-    out = _map_steps(body, key, num_lead * num_rows)
+    out = map_steps(body, key, num_lead * num_rows)
     return out.reshape((num_lead, num_rows) + suffix)

@@ -8,7 +8,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from . import _checks, _kernels, _noisy_kernels, _tabulated
+from . import _checks, _logits, _noisy_kernels, _rows, _tabulated
 from ._typing import Array, ArrayLike, PRNGKey
 
 _NOISES = ("laplace", "gumbel", "exponential")
@@ -105,6 +105,7 @@ def report_noisy_max(
         fn, key, scores, epsilon, sensitivity, shape, axis
     )
     noise = _checks.choice(noise, _NOISES, fn, "noise")
+    _debug_checks(fn, scores, epsilon, sensitivity)
     return _noisy_max_impl(
         key,
         scores,
@@ -113,27 +114,38 @@ def report_noisy_max(
         monotonic=_checks.boolean(monotonic, fn, "monotonic"),
         shape=shape,
         noise=noise,
-        fn=fn,
     )
 
 
-@partial(jax.jit, static_argnames=("monotonic", "shape", "noise", "fn"))
-def _noisy_max_impl(key, scores, epsilon, sensitivity, *, monotonic, shape, noise, fn):
-    _checks.debug_check_positive(fn, epsilon=epsilon, sensitivity=sensitivity)
-    _checks.debug_check_scores(fn, scores)
-    _checks.debug_check_selectable(fn, jnp.max(scores, axis=-1))
-    valid = _kernels.row_valid(scores, epsilon, sensitivity)
+def _debug_checks(fn: str, scores: Array, epsilon: Array, sensitivity: Array) -> None:
+    """The checkify checks of traced arguments, named after the public function.
+
+    Made here rather than in :func:`_noisy_max_impl`, so that
+    ``report_noisy_max(noise="exponential")`` and ``permute_and_flip`` share one
+    compiled program. Concrete arguments were checked already (and raised).
+    """
+    params = {"epsilon": epsilon, "sensitivity": sensitivity}
+    traced = {name: p for name, p in params.items() if not _checks.is_concrete(p)}
+    if traced:
+        _checks.debug_check_positive(fn, **traced)
+    if not _checks.is_concrete(scores):
+        _checks.debug_check_scores(fn, scores)
+        _checks.debug_check_selectable(fn, jnp.max(scores, axis=-1))
+
+
+@partial(jax.jit, static_argnames=("monotonic", "shape", "noise"))
+def _noisy_max_impl(key, scores, epsilon, sensitivity, *, monotonic, shape, noise):
     # argmax(s + b Z) == argmax(s / b + Z): the logits are the scores over the scale.
-    scale = _kernels.scale_factor(epsilon, sensitivity, monotonic, scores.dtype)
-    batch = _kernels.broadcast_batch(scores.shape[:-1], jnp.shape(scale))
-    draws_per_row = _kernels.split_shape(shape, batch)[0]
-    if _tabulated.use_table(noise, draws_per_row, scores.shape[-1]):
+    scale = _logits.scale_factor(epsilon, sensitivity, monotonic, scores.dtype)
+    logits = _logits.from_scores(scores, scale)
+    valid = _logits.row_valid(logits.row_max, epsilon, sensitivity)
+    draws_per_row = _rows.split_shape(shape, logits.batch)[0]
+    if _tabulated.use_table(noise, draws_per_row, logits.n):
         # Many draws per row: the law once per row, then the categorical kernel.
-        idx, rows_ok = _tabulated.draw(key, scores, scale, shape, noise)
+        idx, rows_ok = _tabulated.draw(key, logits, shape, noise)
         valid = valid & rows_ok
     else:
-        logits = _kernels.to_logits(scores, scale)
-        idx = _noisy_kernels.noisy_argmax(key, logits, shape, noise, scores=scores, scale=scale)
+        idx = _noisy_kernels.noisy_argmax(key, logits, shape, noise)
     return jnp.where(jnp.broadcast_to(valid, shape), idx, -1)
 
 
@@ -218,6 +230,7 @@ def permute_and_flip(
     key, scores, epsilon, sensitivity, shape = _checks.selection_args(
         fn, key, scores, epsilon, sensitivity, shape, axis
     )
+    _debug_checks(fn, scores, epsilon, sensitivity)
     return _noisy_max_impl(
         key,
         scores,
@@ -226,5 +239,4 @@ def permute_and_flip(
         monotonic=_checks.boolean(monotonic, fn, "monotonic"),
         shape=shape,
         noise="exponential",
-        fn=fn,
     )

@@ -61,8 +61,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
 
-from . import _checks, _kernels, _random, _sampling
-from ._continuous import _flat, _flat_batch, _pair
+from . import _checks, _logits, _random, _rows, _sampling
+from ._continuous import _pair
 from ._typing import Array, ArrayLike, PRNGKey
 
 _NEG_INF = -jnp.inf
@@ -327,7 +327,7 @@ def private_quantiles(
             raise ValueError(f"{fn}: qs must be non-decreasing, got {_checks._fmt(q)}")
     epsilon = jnp.asarray(epsilon, _checks.compute_dtype())
     try:
-        batch = _kernels.broadcast_batch(data.shape[:-1], epsilon.shape)
+        batch = _rows.broadcast_batch(data.shape[:-1], epsilon.shape)
     except ValueError as err:
         raise ValueError(
             f"{fn}: epsilon (shape {epsilon.shape}) must broadcast with the batch shape "
@@ -352,11 +352,11 @@ def _quantiles_impl(key, data, qs, bounds, epsilon, *, shape):
     n = data.shape[-1]
     m = qs.shape[0]
     n_int = n + 1
-    batch = _kernels.broadcast_batch(data.shape[:-1], epsilon.shape)
-    num_lead, tail = _kernels.split_shape(shape, batch)
+    batch = _rows.broadcast_batch(data.shape[:-1], epsilon.shape)
+    num_lead, tail = _rows.split_shape(shape, batch)
     rows = math.prod(tail)
 
-    ordered = _flat(jnp.sort(jnp.clip(data, lo, hi), axis=-1), tail, rows)
+    ordered = _rows.flatten_rows(jnp.sort(jnp.clip(data, lo, hi), axis=-1), tail)
     edges = jnp.concatenate(
         [jnp.broadcast_to(lo, (rows, 1)), ordered, jnp.broadcast_to(hi, (rows, 1))], axis=-1
     )
@@ -367,7 +367,7 @@ def _quantiles_impl(key, data, qs, bounds, epsilon, *, shape):
     # sensitivity of the utility for the rounded gaps: sum(g) + 1 - 2 min(g)
     delta_u = jnp.sum(gaps) + 1 - 2 * jnp.min(gaps)
     t_hi, t_lo = _two_product(gaps, jnp.asarray(n, dtype))
-    scale = _flat_batch(epsilon.astype(dtype) / (2 * delta_u), tail, rows)
+    scale = _rows.flatten_batch(epsilon.astype(dtype) / (2 * delta_u), tail)
 
     alpha = jax.vmap(_forward, in_axes=(0, 0, None, None))(log_len, scale, t_hi, t_lo)
     # alpha: (rows, m, N, m) -> per level (m, rows, N, m)
@@ -413,8 +413,8 @@ def _quantiles_impl(key, data, qs, bounds, epsilon, *, shape):
     points = jnp.clip(left + u * (right - left), left, right)
     points = jnp.sort(points, axis=-1)
 
-    valid = bounds_ok & qs_ok & _flat_batch(data_ok, tail, rows)
-    valid = valid & _flat_batch(jnp.isfinite(epsilon) & (epsilon > 0), tail, rows)
+    valid = bounds_ok & qs_ok & _rows.flatten_batch(data_ok, tail)
+    valid = valid & _rows.flatten_batch(_logits.params_valid(batch, epsilon), tail)
     valid = valid[None, :] & ok_idx
     out = jnp.where(valid[..., None], points, jnp.nan)
     return out.reshape(shape + (m,))

@@ -46,6 +46,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._threefry import TAG as _FUSED_TAG
+from ._threefry import threefry2x32
 from ._typing import Array, PRNGKey
 
 
@@ -170,14 +172,14 @@ def discrete_laplace(key: PRNGKey, shape, scale: Array, dtype) -> Array:
 # float32 roundings in relative terms; see SECURITY.md, "Finite precision:
 # noise-based paths".
 
-_THREEFRY_IMPLS = ("threefry2x32", "fryf")
+_THREEFRY_IMPLS = ("threefry2x32", _FUSED_TAG)
 
 
 def bits64(key: PRNGKey, shape) -> tuple[Array, Array]:
     """64 random bits per element, as two uint32 words ``(hi, lo)``; consumes ``key`` once.
 
     For threefry keys (JAX's default and the fused lowering of
-    :func:`jaxdp._kernels.fast_key`) element ``i`` (row-major) is the threefry2x32
+    :func:`jaxdp._threefry.fast_key`) element ``i`` (row-major) is the threefry2x32
     block of the 64-bit counter ``i``: both output words are used, so 64 bits cost
     one hash, as 32 bits do in :func:`jax.random.bits`. This is the stream of
     ``jax.random.bits(key, shape, jnp.uint64)`` under ``jax_enable_x64`` with the
@@ -189,12 +191,10 @@ def bits64(key: PRNGKey, shape) -> tuple[Array, Array]:
     if str(jax.random.key_impl(key)) not in _THREEFRY_IMPLS or size >= 2**32:
         words = jax.random.bits(key, (2,) + shape, jnp.uint32)
         return words[0], words[1]
-    from ._kernels import _threefry2x32  # _kernels imports this module
-
     jax.random.bits(key, (0,))  # marks `key` as consumed for JAX's key-reuse checker
     data = jax.random.key_data(key)
     counter = jax.lax.broadcasted_iota(jnp.uint32, (size,), 0).reshape(shape)
-    return _threefry2x32(data[0], data[1], jnp.zeros_like(counter), counter)
+    return threefry2x32(data[0], data[1], jnp.zeros_like(counter), counter)
 
 
 def _unit64(hi: Array, lo: Array, hi_bits: int, dtype=jnp.float32) -> Array:

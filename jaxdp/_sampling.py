@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from . import _kernels
+from . import _inverse_cdf, _logits
 from ._typing import Array, PRNGKey
 
 
@@ -23,10 +23,8 @@ def categorical(key: PRNGKey, logits: Array, shape: tuple[int, ...]) -> Array:
     logits = jnp.asarray(logits)
     if not jnp.issubdtype(logits.dtype, jnp.floating):
         logits = logits.astype(jnp.float32)
-    row_max = jnp.max(logits, axis=-1, keepdims=True)
-    ok = jnp.isfinite(row_max[..., 0])
-    shifted = logits - jnp.where(ok[..., None], row_max, 0)
-    idx, rows_ok = _kernels.inverse_cdf(key, shifted, tuple(shape))
+    shifted, ok = _logits.shift_log_weights(logits)
+    idx, rows_ok = _inverse_cdf.from_logits(key, shifted, tuple(shape))
     tail = shape[len(shape) - rows_ok.ndim :] if rows_ok.ndim else ()
     valid = jnp.broadcast_to(ok & rows_ok, tail)
     return jnp.where(jnp.broadcast_to(valid, shape), idx, -1)

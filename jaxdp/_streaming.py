@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
 
-from . import _checks, _kernels, _noisy_kernels, _random
+from . import _checks, _logits, _noisy_kernels, _random, _rows, _threefry
 from ._typing import Array, ArrayLike, PRNGKey
 
 _METHODS = ("auto", "gumbel", "inverse_cdf")
@@ -173,7 +173,7 @@ def exponential_streaming(
     epsilon = jnp.asarray(epsilon, dtype)
     sensitivity = jnp.asarray(sensitivity, dtype)
     try:
-        batch = _kernels.broadcast_batch(score_batch, epsilon.shape, sensitivity.shape)
+        batch = _rows.broadcast_batch(score_batch, epsilon.shape, sensitivity.shape)
     except ValueError as err:
         raise ValueError(
             f"{fn}: epsilon (shape {epsilon.shape}) and sensitivity (shape "
@@ -275,16 +275,13 @@ def _streaming_impl(
         score_batch = jax.eval_shape(score_fn, indices, data).shape[:-1]
     else:
         score_batch = jax.eval_shape(score_fn, indices).shape[:-1]
-    batch = _kernels.broadcast_batch(score_batch, epsilon.shape, sensitivity.shape)
-    num_lead, tail = _kernels.split_shape(shape, batch)
+    batch = _rows.broadcast_batch(score_batch, epsilon.shape, sensitivity.shape)
+    num_lead, tail = _rows.split_shape(shape, batch)
     num_rows = math.prod(tail)
 
-    scale = _kernels.scale_factor(epsilon, sensitivity, monotonic, dtype)
-    scale = jnp.broadcast_to(scale, tail).reshape((num_rows,))
-    params_ok = (
-        jnp.isfinite(epsilon) & (epsilon > 0) & jnp.isfinite(sensitivity) & (sensitivity > 0)
-    )
-    params_ok = jnp.broadcast_to(params_ok, tail).reshape((num_rows,))
+    scale = _logits.scale_factor(epsilon, sensitivity, monotonic, dtype)
+    c_rows = _rows.flatten_batch(_noisy_kernels.round_down_scale(scale), tail)[:, None]
+    params_ok = _rows.flatten_batch(_logits.params_valid(batch, epsilon, sensitivity), tail)
     offsets = jnp.arange(chunk, dtype=jnp.int32)
 
     def chunk_scores(c):
@@ -314,8 +311,7 @@ def _streaming_impl(
 
     row_max, bad = jax.lax.fori_loop(0, num_chunks, max_body, (neg_inf_rows, no_bad))
     m = row_max[:, None]
-    c_rows = _noisy_kernels.round_down_scale(scale)[:, None]
-    key = _kernels.fast_key(key)
+    key = _threefry.fast_key(key)
 
     # Pass 2: the exponential race argmin E * exp(-logit), rates relative to the
     # global maximum, so every candidate's product is computed once, the same way.

@@ -62,7 +62,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _descent, _tuning
-from ._kernels import broadcast_batch, fast_key, split_shape
+from ._logits import Logits
+from ._rows import flatten_batch, flatten_rows, split_shape
+from ._threefry import fast_key
 from ._twofloat import split, two_sum
 from ._typing import Array, PRNGKey
 
@@ -290,29 +292,25 @@ def use_table(noise: str, draws_per_row: int, n: int) -> bool:
     return _tuning.use_table(noise, draws_per_row, n)
 
 
-def draw(
-    key: PRNGKey, scores: Array, scale: Array, shape: tuple[int, ...], noise: str
-) -> tuple[Array, Array]:
+def draw(key: PRNGKey, logits: Logits, shape: tuple[int, ...], noise: str) -> tuple[Array, Array]:
     """Draws of ``shape`` from the noisy-max law of ``noise`` (``"gumbel"`` or
-    ``"exponential"``), tabulated per row: ``(int32 shape, batch-shaped ok)``.
+    ``"exponential"``) on ``logits``, tabulated per row: ``(int32 shape, ok)``,
+    ``ok`` of the tail batch's shape.
 
-    ``scores`` ``(*batch, n)`` float; ``scale`` the unrounded ``epsilon / (2
-    sensitivity)`` (or ``/ sensitivity``) broadcasting with the batch.
+    The scale of ``logits`` is the unrounded ``epsilon / (2 sensitivity)`` (or
+    ``/ sensitivity``), clamped; it is rounded down here.
     """
+    scores = logits.scores
     if scores.dtype != jnp.float64:
         scores = scores.astype(jnp.float32)
-    dtype = scores.dtype
-    n = scores.shape[-1]
-    batch = broadcast_batch(scores.shape[:-1], jnp.shape(scale))
+    batch, n = logits.batch, logits.n
     num_lead, tail = split_shape(shape, batch)
     if math.prod(shape) == 0:
         return jnp.zeros(shape, jnp.int32), jnp.ones(tail, bool)
     num_rows = math.prod(tail)
-    rows = jnp.broadcast_to(scores, tail + (n,)).reshape(num_rows, n)
-    info = jnp.finfo(dtype)
-    c = jnp.clip(jnp.asarray(scale, dtype), info.tiny, info.max)
-    c = jnp.broadcast_to(jnp.broadcast_to(c, batch), tail).reshape(num_rows)
-    row_max = jnp.max(rows, axis=-1)
+    rows = flatten_rows(jnp.broadcast_to(scores, batch + (n,)), tail)
+    c = flatten_batch(logits.scale, tail)
+    row_max = flatten_batch(logits.row_max, tail)
     # A row without a finite maximum is invalid (masked by the caller); keep it NaN-free.
     safe_max = jnp.where(jnp.isfinite(row_max), row_max, 0)
     if noise == "gumbel":

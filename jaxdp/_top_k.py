@@ -8,7 +8,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from . import _checks, _kernels, _noisy_kernels
+from . import _checks, _logits, _noisy_kernels
 from ._typing import Array, ArrayLike, PRNGKey
 
 
@@ -122,9 +122,9 @@ def _top_k_impl(key, scores, epsilon, sensitivity, *, k, monotonic, shape):
     fn = "top_k"
     _checks.debug_check_positive(fn, epsilon=epsilon, sensitivity=sensitivity)
     _checks.debug_check_scores(fn, scores)
-    _checks.debug_check_selectable(fn, jnp.max(scores, axis=-1))
-    valid = _kernels.row_valid(scores, epsilon, sensitivity)
-    scale = _kernels.scale_factor(epsilon / k, sensitivity, monotonic, scores.dtype)
-    logits = _kernels.to_logits(scores, scale)
-    idx = _noisy_kernels.noisy_argmax(key, logits, shape, "gumbel", k=k, scores=scores, scale=scale)
+    scale = _logits.scale_factor(epsilon / k, sensitivity, monotonic, scores.dtype)
+    logits = _logits.from_scores(scores, scale)
+    _checks.debug_check_selectable(fn, logits.row_max)
+    valid = _logits.row_valid(logits.row_max, epsilon, sensitivity)
+    idx = _noisy_kernels.noisy_argmax(key, logits, shape, "gumbel", k=k)
     return jnp.where(jnp.broadcast_to(valid, shape)[..., None], idx, -1)

@@ -12,7 +12,7 @@ import pytest
 import scipy.stats
 
 import jaxdp
-from jaxdp import _alias, _descent, _kernels, _tuning
+from jaxdp import _alias, _descent, _threefry, _tuning
 
 
 def implemented_law(w):
@@ -179,7 +179,7 @@ def test_alias_law_test_can_fail():
     n = 1025
     g, scores, probs = _grouped_law(n, 2.0)
     w = _weights(scores, 2.0) ** 1.01
-    r, _ = _alias.sample(_kernels.fast_key(jax.random.key(3)), w[None], 2_000_000)
+    r, _ = _alias.sample(_threefry.fast_key(jax.random.key(3)), w[None], 2_000_000)
     counts = np.bincount(g[np.asarray(r).ravel()], minlength=len(probs))
     assert scipy.stats.chisquare(counts, probs * counts.sum()).pvalue < 1e-6
 

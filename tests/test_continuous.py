@@ -177,6 +177,25 @@ def test_piecewise_masses_from_1e_minus_300_to_1e300():
         assert_ks(draws, piecewise_cdf(edges, c, np.zeros(4), factor))
 
 
+def test_piecewise_scale_overflowing_float32_keeps_flat_intervals():
+    """epsilon / sensitivity = 6e38 overflows float32: the scale is clamped to the
+    largest float (the shared scores-to-logits transform), as the exact scale acts,
+    so the flat top interval [1, 3) keeps all the mass (it was NaN: inf * 0)."""
+    draws = jaxdp.exponential_piecewise(
+        KEY,
+        jnp.array([0.0, 1.0, 3.0]),
+        jnp.array([0.0, 2.0]),
+        jnp.array([0.0, 0.0]),
+        epsilon=3e38,
+        sensitivity=0.5,
+        monotonic=True,
+        shape=(20_000,),
+    )
+    draws = np.asarray(draws, np.float64)
+    assert np.all((draws >= 1.0) & (draws <= 3.0))
+    assert_ks(draws, scipy.stats.uniform(1.0, 2.0).cdf)
+
+
 def test_piecewise_huge_epsilon_and_steep_slopes_stay_finite():
     edges = jnp.array([0.0, 1.0, 2.0])
     draws = jaxdp.exponential_piecewise(

@@ -15,7 +15,7 @@ from jax.experimental.key_reuse._core import check_key_reuse
 from laws import assert_matches_cdf, assert_matches_law, exponential_law
 
 import jaxdp
-from jaxdp import _kernels, _random, _tuning
+from jaxdp import _inverse_cdf, _random, _tuning
 
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
@@ -181,7 +181,7 @@ def test_inverse_cdf_never_returns_zero_probability(monkeypatch, where, extreme)
         return jnp.full(shape, value, dtype)
 
     monkeypatch.setattr(_random, "uniform", constant)
-    idx = np.asarray(_kernels.inverse_cdf(jax.random.key(0), jnp.asarray(logits), (64,))[0])
+    idx = np.asarray(_inverse_cdf.from_logits(jax.random.key(0), jnp.asarray(logits), (64,))[0])
     assert np.all(idx != zero) and np.all((idx >= 0) & (idx < len(logits)))
     assert np.all(np.isfinite(logits[idx]))
 

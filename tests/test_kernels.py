@@ -7,7 +7,7 @@ import pytest
 from laws import assert_matches_law, exponential_law, laplace_noisy_max_law
 
 import jaxdp
-from jaxdp import _kernels, _random, _tuning
+from jaxdp import _inverse_cdf, _kernels, _random, _threefry, _tuning
 
 
 @pytest.mark.parametrize("shape", [(), (7,), (3, 5), (1000, 3)])
@@ -16,12 +16,12 @@ def test_fused_threefry_is_bit_identical(shape, bits):
     key = jax.random.key(11)
     dtype = {8: jnp.uint8, 16: jnp.uint16, 32: jnp.uint32}[bits]
     ref = jax.random.bits(key, shape, dtype)
-    fast = jax.jit(lambda k: jax.random.bits(_kernels.fused_threefry(k), shape, dtype))(key)
+    fast = jax.jit(lambda k: jax.random.bits(_threefry.fused_threefry(k), shape, dtype))(key)
     np.testing.assert_array_equal(np.asarray(ref), np.asarray(fast))
     ref_split = jax.random.key_data(jax.random.split(key, 3))
-    fast_split = jax.random.key_data(jax.random.split(_kernels.fused_threefry(key), 3))
+    fast_split = jax.random.key_data(jax.random.split(_threefry.fused_threefry(key), 3))
     np.testing.assert_array_equal(np.asarray(ref_split), np.asarray(fast_split))
-    folded = jax.random.key_data(jax.random.fold_in(_kernels.fused_threefry(key), 5))
+    folded = jax.random.key_data(jax.random.fold_in(_threefry.fused_threefry(key), 5))
     np.testing.assert_array_equal(
         np.asarray(folded), np.asarray(jax.random.key_data(jax.random.fold_in(key, 5)))
     )
@@ -31,14 +31,14 @@ def test_fused_threefry_bit_identical_float64_and_noise():
     key = jax.random.key(3)
     with jax.enable_x64():
         ref = jax.random.bits(key, (257,), jnp.uint64)
-        fast = jax.random.bits(_kernels.fused_threefry(key), (257,), jnp.uint64)
+        fast = jax.random.bits(_threefry.fused_threefry(key), (257,), jnp.uint64)
         np.testing.assert_array_equal(np.asarray(ref), np.asarray(fast))
     for noise in (_random.uniform, _random.gumbel, _random.laplace, _random.exponential):
         a = jax.jit(lambda k, f=noise: f(k, (64, 9), jnp.float32))(key)
-        b = jax.jit(lambda k, f=noise: f(_kernels.fused_threefry(k), (64, 9), jnp.float32))(key)
+        b = jax.jit(lambda k, f=noise: f(_threefry.fused_threefry(k), (64, 9), jnp.float32))(key)
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     other = jax.random.key(0, impl="rbg")
-    assert _kernels.fast_key(other) is other
+    assert _threefry.fast_key(other) is other
 
 
 def _block_law_case(n, seed):
@@ -83,7 +83,9 @@ def test_blocked_path_without_scores_and_underflow():
     logits[:, 7] = 0.0
     logits[:, 100:140] = -200.0  # exp underflows to 0: mass only by rounding
     logits[:, 250] = 0.0
-    out = jax.jit(lambda k, x: _kernels.inverse_cdf(k, x, (4000,))[0])(jax.random.key(2), logits)
+    out = jax.jit(lambda k, x: _inverse_cdf.from_logits(k, x, (4000,))[0])(
+        jax.random.key(2), logits
+    )
     out = np.asarray(out)
     assert set(np.unique(out)) <= {7, 250} | set(range(100, 140))
     frac = np.mean(out == 7)

@@ -114,3 +114,30 @@ def test_ties_uniform_and_neg_inf(noise):
     assert_matches_law(draws, np.array([1, 1, 1, 0]) / 3)
     with pytest.raises(AssertionError):
         assert_matches_law(draws, np.array([0.5, 0.25, 0.25, 0.0]))
+
+
+def test_permute_and_flip_shares_the_exponential_noise_program():
+    """permute_and_flip is report_noisy_max(noise="exponential"): one compiled
+    program serves both (the function's name is not a static argument), and
+    checkify still names the function that was called."""
+    from jax.experimental import checkify
+
+    from jaxdp import _noisy_max
+
+    scores = jax.numpy.asarray(np.linspace(0.0, 1.0, 37, dtype=np.float32))
+    kw = dict(epsilon=1.0, sensitivity=1.0, shape=(3,))
+    pf = jaxdp.permute_and_flip(jax.random.key(1), scores, **kw)
+    size = _noisy_max._noisy_max_impl._cache_size()
+    rnm = jaxdp.report_noisy_max(jax.random.key(1), scores, noise="exponential", **kw)
+    assert _noisy_max._noisy_max_impl._cache_size() == size
+    np.testing.assert_array_equal(np.asarray(pf), np.asarray(rnm))
+    for fn in (jaxdp.permute_and_flip, jaxdp.report_noisy_max):
+        f = jax.jit(lambda e, fn=fn: fn(jax.random.key(0), scores, epsilon=e, sensitivity=1.0))
+        err, out = checkify.checkify(f, errors=checkify.user_checks)(-1.0)
+        assert str(err.get()).startswith(f"{fn.__name__}: epsilon must be finite and > 0")
+        assert int(out) == -1
+        bad = scores.at[3].set(np.nan)
+        g = jax.jit(lambda s, fn=fn: fn(jax.random.key(0), s, epsilon=1.0, sensitivity=1.0))
+        err, out = checkify.checkify(g, errors=checkify.user_checks)(bad)
+        assert str(err.get()).startswith(f"{fn.__name__}: scores must not contain NaN")
+        assert int(out) == -1

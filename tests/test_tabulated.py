@@ -11,7 +11,7 @@ import scipy.stats
 from laws import assert_matches_law, exponential_law, permute_and_flip_law
 
 import jaxdp
-from jaxdp import _noisy_max, _tabulated, _tuning
+from jaxdp import _logits, _noisy_max, _tabulated, _tuning
 
 U = 2.0**-24
 
@@ -189,9 +189,8 @@ EPS, DELTA = 1.1, 0.9
 
 def _draw(noise, scores, eps, shape, monotonic=False, key=0):
     scale = eps / (DELTA if monotonic else 2 * DELTA)
-    idx, ok = _tabulated.draw(
-        jax.random.key(key), jnp.asarray(scores, jnp.float32), jnp.float32(scale), shape, noise
-    )
+    logits = _logits.from_scores(jnp.asarray(scores, jnp.float32), jnp.float32(scale))
+    idx, ok = _tabulated.draw(jax.random.key(key), logits, shape, noise)
     assert np.all(np.asarray(ok))
     return np.asarray(idx)
 

@@ -1,0 +1,131 @@
+"""Scores to logits: the one transform every finite-range sampler uses.
+
+A sampler's logits are ``(s_r - m) * c`` per row: the scores ``s``, shifted by
+the row maximum ``m`` (so offsets such as 1e30 or 2**24 do not move the law)
+and scaled by ``c = epsilon / (2 * sensitivity)`` (``/ sensitivity`` when
+monotonic, :func:`scale_factor`). :func:`from_scores` computes that once and
+returns it as :class:`Logits`: the three factors, *not* the product. Every
+kernel takes one ``Logits`` and computes its weights or race rates from the
+factors exactly (:func:`jaxdp._descent.weights`,
+:func:`jaxdp._noisy_kernels.race_rates`): a float32 product ``fl(fl(s - m) c)``
+is off by up to ``2u |logit|``, which alone would spend the finite-precision
+budget. The factors also let XLA fuse the whole transform into the kernel's
+pass over the scores, so the ``(B, n)`` logits are never written to memory
+(:meth:`Logits.values` materialises them, for the log-probabilities).
+
+Log-weights that a mechanism built itself (joint quantiles, joint top-k, the
+continuous mechanisms' interval masses) are shifted by :func:`shift_log_weights`
+and drawn through :func:`jaxdp._sampling.categorical`.
+
+CPU notes. On CPU, XLA reduces fast only inside its YNNPACK fusions, which
+take ``exp``, ``+``, ``-``, ``*``, reductions and strided ``reduce_window`` but
+not selects or compares; a select between a large producer and its reduction,
+or a second reader of a large fused producer, makes XLA materialise a
+``(B, n)`` temporary, and fresh large buffers cost ~3 ms per 10**7 floats in
+page faults. The transform is select-free for that reason.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+
+from ._rows import broadcast_batch
+from ._typing import Array
+
+
+def scale_factor(epsilon: Array, sensitivity: Array, monotonic: bool, dtype) -> Array:
+    """epsilon / (2 * sensitivity), or epsilon / sensitivity when monotonic."""
+    epsilon = jnp.asarray(epsilon, dtype)
+    sensitivity = jnp.asarray(sensitivity, dtype)
+    denom = sensitivity if monotonic else 2 * sensitivity
+    return epsilon / denom
+
+
+def clip_scale(scale: Array) -> Array:
+    """The scale clamped into the normal float range, so that ``0 * scale`` and
+    ``-inf * scale`` are never NaN: a scale that overflowed to ``inf`` acts as the
+    largest float (any score below the maximum gets a logit of about ``-inf``), one
+    that underflowed to 0 as the smallest normal float (all finite logits about 0),
+    which is what the true, unrepresentable scale does too."""
+    scale = jnp.asarray(scale)
+    info = jnp.finfo(scale.dtype)
+    return jnp.clip(scale, info.tiny, info.max)
+
+
+def params_valid(batch: tuple[int, ...], *params: Array) -> Array:
+    """Boolean ``batch``-shaped mask: every privacy parameter is finite and > 0."""
+    ok = jnp.ones(batch, bool)
+    for p in params:
+        ok = ok & jnp.broadcast_to(jnp.isfinite(p) & (p > 0), batch)
+    return ok
+
+
+def row_valid(row_max: Array, *params: Array) -> Array:
+    """Boolean mask: the row has a finite score, no NaN/+inf, and every privacy
+    parameter is finite and > 0 (shape: ``row_max``'s broadcast with the
+    parameters'). Rows that fail give -1.
+
+    A row is valid exactly when its maximum is finite: NaN propagates through
+    ``max``, ``+inf`` dominates it, and an all ``-inf`` row has maximum ``-inf``.
+    """
+    ok = jnp.isfinite(row_max)
+    batch = broadcast_batch(ok.shape, *(jnp.shape(p) for p in params))
+    return jnp.broadcast_to(ok, batch) & params_valid(batch, *params)
+
+
+class Logits(NamedTuple):
+    """The logits ``(scores - row_max) * scale`` of a batch of rows, as their factors.
+
+    ``scores`` is ``(..., n)`` of the compute dtype (``-inf``: never selected);
+    ``row_max`` and ``scale`` have the batch shape (the scores' batch broadcast
+    with the scale's shape). ``scale`` is finite, normal and > 0
+    (:func:`clip_scale`); a row whose ``row_max`` is not finite (NaN, ``+inf`` or
+    all ``-inf``) is invalid, and every caller masks it.
+    """
+
+    scores: Array
+    row_max: Array
+    scale: Array
+
+    @property
+    def batch(self) -> tuple[int, ...]:
+        return tuple(self.row_max.shape)
+
+    @property
+    def n(self) -> int:
+        return self.scores.shape[-1]
+
+    def values(self) -> Array:
+        """The logits, materialised, of shape ``batch + (n,)``.
+
+        One subtraction and one multiplication, no select: each row's maximum
+        becomes exactly 0, ``-inf`` scores stay ``-inf``, and no NaN comes out of
+        a valid row even when the scale over- or underflowed (:func:`clip_scale`).
+        """
+        scores = jnp.broadcast_to(self.scores, self.batch + (self.n,))
+        return (scores - self.row_max[..., None]) * self.scale[..., None]
+
+
+def from_scores(scores: Array, scale: Array) -> Logits:
+    """The :class:`Logits` of ``scores`` ``(..., n)`` (float) at ``scale``
+    (broadcasting against the batch shape ``scores.shape[:-1]``).
+
+    The row maximum is left as it is (no select on it), so that XLA can fuse it
+    into the pass that consumes the logits.
+    """
+    batch = broadcast_batch(scores.shape[:-1], jnp.shape(scale))
+    row_max = jnp.max(scores, axis=-1)
+    row_scale = clip_scale(jnp.asarray(scale, scores.dtype))
+    return Logits(scores, jnp.broadcast_to(row_max, batch), jnp.broadcast_to(row_scale, batch))
+
+
+def shift_log_weights(log_weights: Array) -> tuple[Array, Array]:
+    """``(logits, ok)``: log-weights ``(..., n)`` shifted so that each valid row's
+    maximum is 0, and the batch-shaped flag that the row's maximum is finite (a
+    row with a NaN, a ``+inf`` or no finite entry is invalid; it is left
+    unshifted, and the caller masks it)."""
+    row_max = jnp.max(log_weights, axis=-1, keepdims=True)
+    ok = jnp.isfinite(row_max[..., 0])
+    return log_weights - jnp.where(ok[..., None], row_max, 0), ok

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Sequence
 from functools import partial
@@ -247,7 +248,7 @@ def _exponential_impl(
                 scores.shape[:-1], log_measure.shape[:-1], jnp.shape(scale)
             )
             num_lead, tail = _rows.split_shape(shape, batch)
-            method = _kernels.choose_method(num_lead, scores.shape[-1], max(1, len(tail)))
+            method = _kernels.choose_method(num_lead, scores.shape[-1], max(1, math.prod(tail)))
         idx, rows_ok = _measure.sample(key, scores, log_measure, scale, shape, method)
     else:
         logits = _logits.from_scores(scores, scale)

@@ -22,6 +22,8 @@ This module picks between the first two for the exponential mechanism
 
 from __future__ import annotations
 
+import math
+
 import jax.numpy as jnp
 
 from . import _inverse_cdf, _noisy_kernels, _tuning
@@ -40,7 +42,7 @@ def exponential_draws(
     without a separate pass over the scores)."""
     if method == "auto":
         num_lead, tail = split_shape(shape, logits.batch)
-        method = choose_method(num_lead, logits.n, max(1, len(tail)))
+        method = choose_method(num_lead, logits.n, max(1, math.prod(tail)))
     if method == "gumbel":
         idx = _noisy_kernels.noisy_argmax(key, logits, shape, "gumbel")
         return idx, jnp.isfinite(logits.row_max)

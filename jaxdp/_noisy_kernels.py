@@ -62,6 +62,7 @@ import numpy as np
 from . import _random, _tuning
 from ._logits import Logits, clip_scale
 from ._rows import even_chunks, map_steps, split_shape
+from ._rows import largest_divisor as _largest_divisor
 from ._threefry import fast_key
 from ._twofloat import two_prod, two_sum
 from ._typing import Array, PRNGKey
@@ -181,19 +182,6 @@ def noisy_argmax(
 
     out = _tuning.staged(plan, build, key, scores, row_max, c)
     return out.reshape(out_shape)
-
-
-def _largest_divisor(total: int, most: int) -> int:
-    """The largest divisor of ``total`` that is at most ``most`` (``total``, ``most`` >= 1)."""
-    best = 1
-    d = 1
-    while d * d <= total:
-        if total % d == 0:
-            for e in (d, total // d):
-                if best < e <= most:
-                    best = e
-        d += 1
-    return best
 
 
 def race_plan(num_lead: int, num_rows: int, n: int, chunk: int) -> tuple[str, int, int]:

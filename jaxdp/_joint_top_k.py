@@ -162,6 +162,7 @@ def _group_logits(c_sorted: Array, scale: Array, k: int) -> tuple[Array, Array]:
 @partial(jax.jit, static_argnames=("k", "monotonic", "shape"))
 def _joint_top_k_impl(key, scores, epsilon, sensitivity, *, k, monotonic, shape):
     fn = "joint_top_k"
+    scores = _logits.float_scores(scores)
     _checks.debug_check_positive(fn, epsilon=epsilon, sensitivity=sensitivity)
     _checks.debug_check_scores(fn, scores)
     checkify.debug_check(

@@ -95,46 +95,8 @@ def single_key(key: PRNGKey, fn: str) -> PRNGKey:
 # ----------------------------------------------------------------------------- arrays
 
 
-def _integers_below_max(arr: Array, axis: int) -> Array:
-    """``-(max - x)`` along ``axis``, exact for any integer dtype.
-
-    The gap ``max - x`` always fits the *unsigned* type of the same width, and
-    two's-complement subtraction computes it exactly modulo 2**bits. Gaps
-    below 2**24 (2**53 in float64) then convert exactly; larger ones round, but
-    such outcomes have selection probability e**-(ε 2**24 / 2Δ), i.e. 0.
-    Leaves ``arr`` alone when ``axis`` is invalid or empty (checked later).
-    """
-    if not -arr.ndim <= axis < arr.ndim or arr.shape[axis] == 0:
-        return arr
-    if arr.dtype.itemsize < 4:
-        arr = arr.astype(jnp.int32)
-    unsigned = jnp.dtype(f"uint{8 * arr.dtype.itemsize}")
-    gap = jax.lax.bitcast_convert_type(
-        jnp.max(arr, axis=axis, keepdims=True), unsigned
-    ) - jax.lax.bitcast_convert_type(arr, unsigned)
-    return -gap.astype(compute_dtype())
-
-
-@eager
-def float_array(
-    x: ArrayLike,
-    fn: str,
-    name: str,
-    *,
-    allow_neg_inf: bool = True,
-    exact_axis: int | None = None,
-) -> Array:
-    """Converts to the compute float dtype; a concrete NaN or +inf raises.
-
-    Integer, bool, float16 and bfloat16 inputs are upcast to float32 (float64
-    under ``jax_enable_x64``). ``-inf`` is allowed when ``allow_neg_inf``.
-
-    With ``exact_axis`` (selection scores, whose law only depends on each row's
-    differences), *integer* inputs are first shifted by their maximum along
-    that axis in exact integer arithmetic, so counts above 2**24 (float32's
-    integer limit) keep their exact differences to the row maximum: a gap of
-    1 between 16777217 and 16777216 stays 1 instead of rounding to 0.
-    """
+def _real_array(x: ArrayLike, fn: str, name: str) -> Array:
+    """``x`` as a JAX array of a real (or bool) dtype; anything else raises."""
     if isinstance(x, (str, bytes)) or x is None:
         raise ValueError(f"{fn}: {name} must be a real array, got {x!r}")
     try:
@@ -145,20 +107,92 @@ def float_array(
         jnp.issubdtype(arr.dtype, jnp.number) or arr.dtype == jnp.bool_
     ):
         raise ValueError(f"{fn}: {name} must be real-valued, got dtype {arr.dtype}")
-    if exact_axis is not None and jnp.issubdtype(arr.dtype, jnp.integer):
-        arr = _integers_below_max(arr, exact_axis)
-    arr = arr.astype(compute_dtype())
-    if is_concrete(arr) and arr.size:
-        bad = jnp.isnan(arr) | (arr == jnp.inf)
+    return arr
+
+
+@functools.partial(jax.jit, static_argnames=("allow_neg_inf", "rows_axis"))
+def _value_flags(arr: Array, *, allow_neg_inf: bool, rows_axis: int | None) -> tuple:
+    """(any NaN or +inf (or -inf unless ``allow_neg_inf``), any row along
+    ``rows_axis`` that is all -inf): the concrete checks as one compiled pass,
+    rather than an op-by-op dispatch and a full-size temporary per check."""
+    bad = jnp.isnan(arr) | (arr == jnp.inf)
+    if not allow_neg_inf:
+        bad = bad | (arr == -jnp.inf)
+    if rows_axis is None:
+        return jnp.any(bad), jnp.bool_(False)
+    return jnp.any(bad), jnp.any(jnp.all(arr == -jnp.inf, axis=rows_axis))
+
+
+def _check_values(
+    arr: Array, fn: str, name: str, allow_neg_inf: bool, rows_axis: int | None = None
+) -> None:
+    """Raises for a concrete NaN or +inf (or any infinity unless ``allow_neg_inf``),
+    then, with ``rows_axis``, for a row of all ``-inf`` along it."""
+    if not is_concrete(arr) or not arr.size or jnp.issubdtype(arr.dtype, jnp.integer):
+        return  # integers are never NaN or infinite
+    bad, empty_row = _value_flags(arr, allow_neg_inf=allow_neg_inf, rows_axis=rows_axis)
+    if bool(bad):
+        host = np.asarray(arr)
+        flags = np.isnan(host) | (host == np.inf)
         if not allow_neg_inf:
-            bad = bad | (arr == -jnp.inf)
-        if bool(jnp.any(bad)):
-            first = tuple(int(i) for i in np.argwhere(np.asarray(bad))[0])
-            allowed = "NaN or +inf" if allow_neg_inf else "NaN or infinite values"
-            raise ValueError(
-                f"{fn}: {name} must not contain {allowed}; found {_fmt(arr[first])} "
-                f"at index {first}"
-            )
+            flags = flags | (host == -np.inf)
+        first = tuple(int(i) for i in np.argwhere(flags)[0])
+        allowed = "NaN or +inf" if allow_neg_inf else "NaN or infinite values"
+        raise ValueError(
+            f"{fn}: {name} must not contain {allowed}; found {_fmt(host[first])} at index {first}"
+        )
+    if bool(empty_row):
+        _raise_all_neg_inf(fn)
+
+
+def _raise_all_neg_inf(fn: str) -> None:
+    raise ValueError(
+        f"{fn}: every row of scores needs at least one finite score; "
+        "a row is all -inf, so no outcome can be selected"
+    )
+
+
+@eager
+def float_array(
+    x: ArrayLike,
+    fn: str,
+    name: str,
+    *,
+    allow_neg_inf: bool = True,
+) -> Array:
+    """Converts to the compute float dtype; a concrete NaN or +inf raises.
+
+    Integer, bool, float16 and bfloat16 inputs are upcast to float32 (float64
+    under ``jax_enable_x64``). ``-inf`` is allowed when ``allow_neg_inf``.
+    """
+    arr = _real_array(x, fn, name).astype(compute_dtype())
+    _check_values(arr, fn, name, allow_neg_inf)
+    return arr
+
+
+@eager
+def score_array(x: ArrayLike, fn: str, axis: Any) -> Array:
+    """Selection scores: integers *stay integer*, anything else is converted to the
+    compute float dtype; a concrete NaN or +inf raises, then (when ``axis`` is a
+    valid axis of the scores) a row of all ``-inf`` along ``axis``.
+
+    Integers cannot be NaN or infinite, so they are not checked, and they are not
+    converted here: the jitted layer shifts them by their row maximum in exact
+    integer arithmetic (:func:`jaxdp._logits.from_scores`), so counts above 2**24
+    (float32's integer limit) keep their exact differences to the row maximum (a
+    gap of 1 between 16777217 and 16777216 stays 1 instead of rounding to 0), and
+    XLA fuses that shift into the kernel's pass over the scores.
+    """
+    arr = _real_array(x, fn, "scores")
+    if not jnp.issubdtype(arr.dtype, jnp.integer):
+        arr = arr.astype(compute_dtype())
+    try:
+        rows_axis = operator.index(axis)
+    except TypeError:
+        rows_axis = None  # canonical_axis raises the error
+    if rows_axis is not None and not -arr.ndim <= rows_axis < arr.ndim:
+        rows_axis = None
+    _check_values(arr, fn, "scores", True, rows_axis)
     return arr
 
 
@@ -329,7 +363,9 @@ def debug_check_positive(fn: str, **params: Array) -> None:
 
 
 def debug_check_scores(fn: str, scores: Array, name: str = "scores") -> None:
-    """checkify.debug_check that traced scores hold no NaN or +inf."""
+    """checkify.debug_check that traced scores hold no NaN or +inf (integers cannot)."""
+    if jnp.issubdtype(scores.dtype, jnp.integer):
+        return
     checkify.debug_check(
         ~jnp.any(jnp.isnan(scores) | (scores == jnp.inf)),
         f"{fn}: {name} must not contain NaN or +inf",
@@ -342,17 +378,6 @@ def debug_check_selectable(fn: str, row_max: Array) -> None:
         jnp.all(row_max > -jnp.inf),
         f"{fn}: every row of scores needs at least one finite score; a row is all -inf",
     )
-
-
-@eager
-def all_neg_inf_rows(fn: str, scores: Array, axis: int = -1) -> None:
-    """Raises when a concrete row of scores has no finite entry."""
-    if is_concrete(scores) and scores.size:
-        if bool(jnp.any(jnp.all(scores == -jnp.inf, axis=axis))):
-            raise ValueError(
-                f"{fn}: every row of scores needs at least one finite score; "
-                "a row is all -inf, so no outcome can be selected"
-            )
 
 
 # ----------------------------------------------------------------------------- selection
@@ -373,21 +398,18 @@ def selection_args(
     """Validates and canonicalises the arguments of a finite-range selection.
 
     Returns ``(key, scores, epsilon, sensitivity, shape)`` with the sampled axis
-    moved last, epsilon and sensitivity as arrays of the compute dtype, and
+    moved last (integer scores stay integer, others are of the compute dtype:
+    :func:`score_array`), epsilon and sensitivity as arrays of the compute dtype, and
     ``shape`` checked against the batch shape (the scores' batch shape broadcast
     with epsilon's and sensitivity's shapes).
     """
     key = single_key(key, fn) if require_key else None
     positive(fn, epsilon=epsilon, sensitivity=sensitivity)
-    try:
-        exact_axis = operator.index(axis)
-    except TypeError:
-        exact_axis = None  # canonical_axis below raises the error
-    scores = float_array(scores, fn, "scores", exact_axis=exact_axis)
+    scores = score_array(scores, fn, axis)
     axis = canonical_axis(axis, scores.ndim, fn)
-    scores = jnp.moveaxis(scores, axis, -1)
+    if axis != scores.ndim - 1:  # an identity moveaxis would still copy the scores
+        scores = jnp.moveaxis(scores, axis, -1)
     nonempty_axis(scores.shape[-1], fn)
-    all_neg_inf_rows(fn, scores)
     dtype = compute_dtype()
     epsilon = jnp.asarray(epsilon, dtype)
     sensitivity = jnp.asarray(sensitivity, dtype)

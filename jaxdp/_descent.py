@@ -60,7 +60,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _alias, _tuning
+from . import _alias, _logits, _tuning
 from . import _twofloat as _tf
 from ._twofloat import split as _split
 from ._twofloat import two_sum as _two_sum
@@ -91,19 +91,25 @@ def scale_down(scale: Array) -> Array:
 def weights(scores: Array, row_max: Array, scale: Array) -> Array:
     """``exp((scores - row_max) * scale)`` with relative error ``2 u_exp + 2u`` at any logit.
 
-    ``scores`` ``(..., n)``; ``row_max`` and ``scale`` broadcast against the batch
-    (``scale`` finite and > 0, ``row_max`` finite for a valid row). ``-inf``
-    scores give weight 0; the row maximum gives exactly 1.
+    ``scores`` ``(..., n)``, float or integer (then ``row_max`` is the integer row
+    maximum: the difference is the exact integer gap, :func:`jaxdp._logits.difference`);
+    ``row_max`` and ``scale`` broadcast against the batch (``scale`` finite and
+    > 0, ``row_max`` finite for a valid row). ``-inf`` scores give weight 0; the
+    row maximum gives exactly 1.
     """
     scale = scale[..., None]
-    d_hi, d_lo = _two_sum(scores, -row_max[..., None])  # scores - max, exactly
+    d_hi, d_lo = _logits.difference(scores, row_max[..., None])  # scores - max, exactly
     dh, dl = _split(d_hi)
     ch, cl = _split(scale)
     big = dh * ch  # exact: 12 x 12 significant bits
     small = (dh * cl + dl * ch + dl * cl) + d_lo * scale
     # A -inf score gives big = -inf and small = NaN or -inf: weight 0.
     w = jnp.exp(big) * jnp.exp(small)
-    return jnp.where(scores == -jnp.inf, jnp.zeros_like(w), w)
+    # Integer scores are never -inf, but the select stays (on the gap, never -inf
+    # either): it keeps the weights one fusion on XLA:CPU, which otherwise hands
+    # the exp to a YNNPACK fusion and writes the gap and its split halves to memory.
+    dead = (d_hi == -jnp.inf) if jnp.issubdtype(scores.dtype, jnp.integer) else (scores == -jnp.inf)
+    return jnp.where(dead, jnp.zeros_like(w), w)
 
 
 # ----------------------------------------------------------------------------- uniforms

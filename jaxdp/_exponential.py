@@ -239,8 +239,9 @@ def _exponential_impl(
     fn = "exponential"
     _checks.debug_check_positive(fn, epsilon=epsilon, sensitivity=sensitivity)
     _checks.debug_check_scores(fn, scores)
-    scale = _logits.scale_factor(epsilon, sensitivity, monotonic, scores.dtype)
+    scale = _logits.scale_factor(epsilon, sensitivity, monotonic, _checks.compute_dtype())
     if log_measure is not None:
+        scores = _logits.float_scores(scores)
         _checks.debug_check_selectable(fn, jnp.max(scores, axis=-1))
         _debug_check_measure(fn, scores, log_measure)
         if method == "auto":
@@ -328,7 +329,10 @@ def exponential_log_probs(
         )
     else:
         out = _log_probs_impl(scores, epsilon, sensitivity, monotonic=monotonic)
-    # Counted from the end: epsilon or sensitivity may add leading batch dims.
+    # Counted from the end: epsilon or sensitivity may add leading batch dims. (An
+    # identity moveaxis would still copy the output.)
+    if positive_axis == scores.ndim - 1:
+        return out
     return jnp.moveaxis(out, -1, positive_axis - scores.ndim)
 
 
@@ -337,6 +341,7 @@ def _measure_log_probs_impl(scores, epsilon, sensitivity, log_measure, *, monoto
     fn = "exponential_log_probs"
     _checks.debug_check_positive(fn, epsilon=epsilon, sensitivity=sensitivity)
     _checks.debug_check_scores(fn, scores)
+    scores = _logits.float_scores(scores)
     _debug_check_measure(fn, scores, log_measure)
     scale = _logits.scale_factor(epsilon, sensitivity, monotonic, scores.dtype)
     n = scores.shape[-1]
@@ -357,7 +362,7 @@ def _log_probs_impl(scores, epsilon, sensitivity, *, monotonic):
     fn = "exponential_log_probs"
     _checks.debug_check_positive(fn, epsilon=epsilon, sensitivity=sensitivity)
     _checks.debug_check_scores(fn, scores)
-    scale = _logits.scale_factor(epsilon, sensitivity, monotonic, scores.dtype)
+    scale = _logits.scale_factor(epsilon, sensitivity, monotonic, _checks.compute_dtype())
     logits = _logits.from_scores(scores, scale)
     valid = _logits.row_valid(logits.row_max, epsilon, sensitivity)
     values = logits.values()

@@ -334,6 +334,7 @@ def uniform_below(key: PRNGKey, m: Array) -> Array:
 @partial(jax.jit, static_argnames=("k", "monotonic", "shape"))
 def _joint_top_k_impl(key, scores, epsilon, sensitivity, *, k, monotonic, shape):
     fn = "joint_top_k"
+    scores = _logits.float_scores(scores)
     _checks.debug_check_positive(fn, epsilon=epsilon, sensitivity=sensitivity)
     _checks.debug_check_scores(fn, scores)
     checkify.debug_check(

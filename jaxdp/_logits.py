@@ -29,9 +29,12 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 
+from ._checks import compute_dtype
 from ._rows import broadcast_batch
+from ._twofloat import two_sum
 from ._typing import Array
 
 
@@ -75,14 +78,62 @@ def row_valid(row_max: Array, *params: Array) -> Array:
     return jnp.broadcast_to(ok, batch) & params_valid(batch, *params)
 
 
+def _widen(scores: Array) -> Array:
+    """Integers narrower than 32 bits as int32 (the gaps below fit their unsigned type)."""
+    return scores.astype(jnp.int32) if scores.dtype.itemsize < 4 else scores
+
+
+def _gap(row_max: Array, scores: Array) -> Array:
+    """``row_max - scores`` (integers, ``row_max`` the row's maximum) exactly, in the
+    unsigned type of the same width: it always fits, and two's-complement
+    subtraction computes it exactly modulo 2**bits."""
+    unsigned = jnp.dtype(f"uint{8 * scores.dtype.itemsize}")
+    bits = jax.lax.bitcast_convert_type
+    return bits(row_max.astype(scores.dtype), unsigned) - bits(scores, unsigned)
+
+
+def difference(scores: Array, row_max: Array) -> tuple[Array, Array]:
+    """``scores - row_max`` as a two-float pair ``(hi, lo)`` of the compute dtype.
+
+    Float scores: TwoSum, exact (``hi + lo`` is the real difference). Integer scores
+    and an integer ``row_max`` (the row's maximum, broadcasting against them): the
+    exact integer gap rounded once, ``lo = 0``. Gaps below 2**24 (2**53 in float64)
+    convert exactly; larger ones round, but such outcomes have selection
+    probability e**-(ε 2**24 / 2Δ), i.e. 0. So counts above 2**24 keep their exact
+    differences to the row maximum (a gap of 1 between 16777217 and 16777216
+    stays 1), and inside a jitted kernel XLA fuses the integer shift and the
+    conversion into the pass that consumes them.
+    """
+    if jnp.issubdtype(scores.dtype, jnp.integer):
+        scores = _widen(scores)
+        hi = -_gap(row_max, scores).astype(compute_dtype())
+        return hi, jnp.zeros_like(hi)
+    return two_sum(scores, -row_max)
+
+
+def integer_gaps(scores: Array) -> Array:
+    """Integer scores ``(..., n)`` as floats ``-(row max - s)`` (:func:`difference`):
+    exact below 2**24, and each row's maximum exactly 0 (``-0.0``)."""
+    scores = _widen(scores)
+    return difference(scores, jnp.max(scores, axis=-1, keepdims=True))[0]
+
+
+def float_scores(scores: Array) -> Array:
+    """Scores of the compute dtype: integers by :func:`integer_gaps` (exact), floats as given."""
+    return integer_gaps(scores) if jnp.issubdtype(scores.dtype, jnp.integer) else scores
+
+
 class Logits(NamedTuple):
     """The logits ``(scores - row_max) * scale`` of a batch of rows, as their factors.
 
-    ``scores`` is ``(..., n)`` of the compute dtype (``-inf``: never selected);
-    ``row_max`` and ``scale`` have the batch shape (the scores' batch broadcast
-    with the scale's shape). ``scale`` is finite, normal and > 0
+    ``scores`` is ``(..., n)``, of the compute dtype (``-inf``: never selected) or
+    of an integer dtype; ``row_max`` (each row's maximum score, of the scores'
+    dtype) and ``scale`` (of the compute dtype) have the batch shape (the scores'
+    batch broadcast with the scale's shape). ``scale`` is finite, normal and > 0
     (:func:`clip_scale`); a row whose ``row_max`` is not finite (NaN, ``+inf`` or
-    all ``-inf``) is invalid, and every caller masks it.
+    all ``-inf``) is invalid, and every caller masks it. Kernels take the
+    difference ``scores - row_max`` from :func:`difference` (exact for both kinds);
+    the ones that need float scores call :meth:`as_float`.
     """
 
     scores: Array
@@ -97,6 +148,14 @@ class Logits(NamedTuple):
     def n(self) -> int:
         return self.scores.shape[-1]
 
+    def as_float(self) -> Logits:
+        """The same logits with float scores: integer scores become their exact
+        gaps to the row maximum (:func:`integer_gaps`), whose maximum is 0."""
+        if not jnp.issubdtype(self.scores.dtype, jnp.integer):
+            return self
+        gaps = integer_gaps(self.scores)
+        return Logits(gaps, jnp.full(self.batch, -0.0, gaps.dtype), self.scale)
+
     def values(self) -> Array:
         """The logits, materialised, of shape ``batch + (n,)``.
 
@@ -104,20 +163,26 @@ class Logits(NamedTuple):
         becomes exactly 0, ``-inf`` scores stay ``-inf``, and no NaN comes out of
         a valid row even when the scale over- or underflowed (:func:`clip_scale`).
         """
-        scores = jnp.broadcast_to(self.scores, self.batch + (self.n,))
-        return (scores - self.row_max[..., None]) * self.scale[..., None]
+        scores, row_max, scale = self.as_float()
+        scores = jnp.broadcast_to(scores, self.batch + (self.n,))
+        return (scores - row_max[..., None]) * scale[..., None]
 
 
 def from_scores(scores: Array, scale: Array) -> Logits:
-    """The :class:`Logits` of ``scores`` ``(..., n)`` (float) at ``scale``
-    (broadcasting against the batch shape ``scores.shape[:-1]``).
+    """The :class:`Logits` of ``scores`` ``(..., n)`` (float of the compute dtype,
+    or integer) at ``scale`` (broadcasting against the batch shape
+    ``scores.shape[:-1]``).
 
     The row maximum is left as it is (no select on it), so that XLA can fuse it
-    into the pass that consumes the logits.
+    into the pass that consumes the logits. Integer scores stay integer (their
+    row maximum too): the kernels take their exact differences (:func:`difference`)
+    inside their own pass, so no float copy of the scores is written.
     """
+    if jnp.issubdtype(scores.dtype, jnp.integer):
+        scores = _widen(scores)
     batch = broadcast_batch(scores.shape[:-1], jnp.shape(scale))
     row_max = jnp.max(scores, axis=-1)
-    row_scale = clip_scale(jnp.asarray(scale, scores.dtype))
+    row_scale = clip_scale(jnp.asarray(scale, compute_dtype()))
     return Logits(scores, jnp.broadcast_to(row_max, batch), jnp.broadcast_to(row_scale, batch))
 
 

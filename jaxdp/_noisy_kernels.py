@@ -156,6 +156,7 @@ def noisy_argmax(
     products go to the lowest index; ``-inf`` scores are never selected unless
     the whole row is ``-inf`` (top-k: positions past the finite scores are -1).
     """
+    logits = logits.as_float()
     scores = logits.scores
     if scores.dtype != jnp.float64:
         scores = scores.astype(jnp.float32)

@@ -128,7 +128,7 @@ def _debug_checks(fn: str, scores: Array, epsilon: Array, sensitivity: Array) ->
     traced = {name: p for name, p in params.items() if not _checks.is_concrete(p)}
     if traced:
         _checks.debug_check_positive(fn, **traced)
-    if not _checks.is_concrete(scores):
+    if not _checks.is_concrete(scores) and not jnp.issubdtype(scores.dtype, jnp.integer):
         _checks.debug_check_scores(fn, scores)
         _checks.debug_check_selectable(fn, jnp.max(scores, axis=-1))
 
@@ -136,7 +136,7 @@ def _debug_checks(fn: str, scores: Array, epsilon: Array, sensitivity: Array) ->
 @partial(jax.jit, static_argnames=("monotonic", "shape", "noise"))
 def _noisy_max_impl(key, scores, epsilon, sensitivity, *, monotonic, shape, noise):
     # argmax(s + b Z) == argmax(s / b + Z): the logits are the scores over the scale.
-    scale = _logits.scale_factor(epsilon, sensitivity, monotonic, scores.dtype)
+    scale = _logits.scale_factor(epsilon, sensitivity, monotonic, _checks.compute_dtype())
     logits = _logits.from_scores(scores, scale)
     valid = _logits.row_valid(logits.row_max, epsilon, sensitivity)
     draws_per_row = _rows.split_shape(shape, logits.batch)[0]

@@ -300,6 +300,7 @@ def draw(key: PRNGKey, logits: Logits, shape: tuple[int, ...], noise: str) -> tu
     The scale of ``logits`` is the unrounded ``epsilon / (2 sensitivity)`` (or
     ``/ sensitivity``), clamped; it is rounded down here.
     """
+    logits = logits.as_float()
     scores = logits.scores
     if scores.dtype != jnp.float64:
         scores = scores.astype(jnp.float32)

@@ -104,7 +104,8 @@ def top_k_args(fn, key, scores, k, epsilon, sensitivity, shape, axis):
     k = _checks.static_int(k, fn, "k", minimum=1)
     if k > n:
         raise ValueError(f"{fn}: k must be <= the number of outcomes n={n}, got k={k}")
-    if _checks.is_concrete(scores) and _too_few_finite(scores, k):
+    integer = jnp.issubdtype(scores.dtype, jnp.integer)  # always finite
+    if _checks.is_concrete(scores) and not integer and _too_few_finite(scores, k):
         raise ValueError(
             f"{fn}: every row of scores needs at least k={k} finite scores to select k "
             "distinct outcomes"
@@ -122,7 +123,7 @@ def _top_k_impl(key, scores, epsilon, sensitivity, *, k, monotonic, shape):
     fn = "top_k"
     _checks.debug_check_positive(fn, epsilon=epsilon, sensitivity=sensitivity)
     _checks.debug_check_scores(fn, scores)
-    scale = _logits.scale_factor(epsilon / k, sensitivity, monotonic, scores.dtype)
+    scale = _logits.scale_factor(epsilon / k, sensitivity, monotonic, _checks.compute_dtype())
     logits = _logits.from_scores(scores, scale)
     _checks.debug_check_selectable(fn, logits.row_max)
     valid = _logits.row_valid(logits.row_max, epsilon, sensitivity)

@@ -161,6 +161,46 @@ def test_integer_scores_exact_int64_under_x64():
         assert int(draws) == 2
 
 
+@pytest.mark.parametrize("dtype", [jnp.int32, jnp.uint32])
+def test_integer_scores_draw_as_their_exact_gaps(dtype):
+    """Counts near the top of int32/uint32 draw exactly as their gaps to the row
+    maximum given as floats (the law depends only on those): the integer shift is
+    exact through every kernel (descent, alias table, race, tabulated noisy max),
+    eagerly and under jit."""
+    top = 2**31 - 1 if dtype == jnp.int32 else 2**32 - 1
+    gaps = np.random.default_rng(3).integers(0, 12, (3, 40))
+    gaps[:, 0] = 0
+    counts = jnp.asarray(top - gaps, dtype)
+    floats = jnp.asarray(-gaps, jnp.float32)
+    assert np.all(np.asarray(counts, np.float32)[:, :4] == np.float32(top))  # naive rounding
+    key = jax.random.key(8)
+    kw = dict(epsilon=1.3, sensitivity=1.0)
+    calls = {
+        "descent": lambda s: jaxdp.exponential(key, s, shape=(5, 3), method="inverse_cdf", **kw),
+        "alias": lambda s: jaxdp.exponential(key, s, shape=(4000, 3), **kw),
+        "gumbel": lambda s: jaxdp.exponential(key, s, shape=(5, 3), method="gumbel", **kw),
+        "rnm": lambda s: jaxdp.report_noisy_max(key, s, shape=(5, 3), **kw),
+        "pf_table": lambda s: jaxdp.permute_and_flip(key, s[0], shape=(5000,), **kw),
+        "top_k": lambda s: jaxdp.top_k(key, s, 3, **kw),
+    }
+    for name, call in calls.items():
+        for run in (call, jax.jit(call)):
+            np.testing.assert_array_equal(run(counts), run(floats), err_msg=name)
+
+
+def test_integer_scores_write_no_float_copy():
+    """Under jit, int32 scores cost what float32 ones do: the exact integer shift is
+    fused into the weights' pass, so no float32 copy of the scores is written."""
+    fn = jax.jit(lambda k, s: jaxdp.exponential(k, s, epsilon=1.0, sensitivity=1.0))
+    key = jax.random.key(0)
+
+    def temp_bytes(dtype):
+        spec = jax.ShapeDtypeStruct((64, 4096), dtype)
+        return fn.lower(key, spec).compile().memory_analysis().temp_size_in_bytes
+
+    assert temp_bytes(jnp.int32) <= temp_bytes(jnp.float32) + 64 * 4096
+
+
 def test_private_mode_counts_stay_integers_to_the_kernel():
     # A record moves one count by exactly 1 even at 2**24 scale: the shift is exact.
     from jaxdp._categorical import _counts

@@ -119,7 +119,9 @@ def exponential(
     .. note::
       Finite precision (float32, x64 off), for the law the code implements
       (derivations: ``SECURITY.md``, "Finite precision: the categorical kernel"
-      and "noise-based paths"). ``"inverse_cdf"`` (and ``"auto"``): weights exact
+      and "noise-based paths"). ``"auto"`` has the guarantee of the method it
+      picks (``"gumbel"`` for one draw per row over at most 32 outcomes, where the
+      two bounds differ little; else ``"inverse_cdf"``). ``"inverse_cdf"``: weights exact
       to a few ulp at any logit, the scale rounded down, then a sorted descent
       (few draws per row) or a double-float alias table (many draws per row);
       each draw is (ε', δ')-DP with ε' = ε + 7.9e-6, δ' = 4.1e-11 at n = 10³ and

@@ -113,10 +113,10 @@ PATHS = {
     ),
     "exponential_streaming_inverse_cdf": (
         _streaming,
-        D,
-        D_NEIGHBOUR,
+        R,
+        R_NEIGHBOUR,
         "batched",
-        _categorical(N_BIG),
+        RACE,
     ),
     "exponential_streaming_gumbel": (
         functools.partial(_streaming, method="gumbel"),

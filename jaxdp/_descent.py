@@ -311,15 +311,18 @@ def descend(
         )
         return node * K + child
 
-    # The top level runs before the loop, so that the carry starts as a value
-    # computed from the tables (varying, under shard_map, like the body's output).
-    node = body(0, keys[0], jnp.zeros((num_draws, num_rows), jnp.int32))
-    if levels == 1:
-        return node
-    # A scan over the level keys, not an index into them inside the loop: the same
-    # keys (so the same draws), and JAX's key-reuse checker sees each used once.
+    # Every level, the top included, runs in the loop: one copy of the sorting
+    # network in the program (a top level unrolled before the loop doubled the
+    # compile time). The carry starts at the root as a value computed from the
+    # tables and the keys, so that under shard_map it varies like the body's
+    # output. A scan over the level keys, not an index into them inside the loop:
+    # JAX's key-reuse checker sees each used once.
+    top = tables[-1][0][:, 0]
+    data = jax.random.key_data(keys)
+    root = jnp.where(top == top, 0, 0) + jnp.where(data[0, 0] == data[0, 0], 0, 0)
+    node = jnp.broadcast_to(root.astype(jnp.int32), (num_draws, num_rows))
     return jax.lax.scan(
-        lambda node, xs: (body(xs[0], xs[1], node), None), node, (jnp.arange(1, levels), keys[1:])
+        lambda node, xs: (body(xs[0], xs[1], node), None), node, (jnp.arange(levels), keys)
     )[0]
 
 

@@ -1,4 +1,4 @@
-"""Many draws from one row: an alias table built in double-float, drawn with 64 bits.
+"""Many draws from one row: an alias table built in exact fixed point, drawn with 64 bits.
 
 When a row is drawn from many times (``S`` draws per row, ``S`` large against
 the row's ``n``), the per-draw work of the descent (:mod:`jaxdp._descent`: a
@@ -7,40 +7,50 @@ An alias table (Walker 1977; Vose 1991) makes every draw O(1): a uniform column
 ``j`` of ``N = 2**b >= n`` columns and one comparison of a uniform against the
 column's threshold ``tau_j``, returning ``j`` below it and ``alias_j`` above.
 
-Construction, vectorised and in double-float (``(hi, lo)`` float32 pairs, 48
-bits). Weights are measured in *column units* ``c_i = N w_i / sum(w)``. Items
-with ``c_i < 1`` are light, the others heavy; both keep the row's order.
-The classic sequential sweep — the current heavy fills the next light,
-and turns light itself once its residual drops below 1, to be filled by the
-next heavy — has a closed form in prefix sums (Hübschle-Schneider & Sanders,
-"Parallel weighted random sampling", 2019, give a parallel sweep of this kind):
-with ``D(k)`` the lights' cumulative deficits ``1 - c`` and ``S(h)`` the heavies'
-cumulative surpluses ``c - 1``, after lights ``1..k`` and heavies ``1..h-1``
-have been settled the residual of heavy ``h`` is ``1 + S(h) - D(k)``. Hence
+Construction. Weights are measured in *column units* ``c_i = N w_i / sum(w)``
+(double-float: the total by blocks of 16, then ``N / total`` and the products).
+Items with ``c_i < 1`` are light, the others heavy; both keep the row's order.
+From there on everything is exact integer arithmetic in ``64 - b``-bit fixed
+point (a column is ``2**(64 - b)`` units; 64-bit values as pairs of uint32
+words, so no x64 is needed): a light keeps ``tau = c`` rounded to the grid and
+has the deficit ``1 - tau``; a heavy has the surplus ``c - 1``. The classic
+sequential sweep — the current heavy fills the next light, and turns light
+itself once its residual drops below 1, to be filled by the next heavy — has a
+closed form in prefix sums (Hübschle-Schneider & Sanders, "Parallel weighted
+random sampling", 2019, give a parallel sweep of this kind): with ``D(k)`` the
+lights' cumulative deficits and ``S(h)`` the heavies' cumulative surpluses,
+after lights ``1..k`` and heavies ``1..h-1`` have been settled the residual of
+heavy ``h`` is ``1 + S(h) - D(k)``. Hence
 
-* light ``k`` keeps ``tau_k = c_k`` and is aliased to the first heavy ``h`` with
+* light ``k`` keeps ``tau_k`` and is aliased to the first heavy ``h`` with
   ``S(h) >= D(k - 1)``;
 * heavy ``h`` keeps ``tau_h = 1 + S(h) - D(k*)``, ``k*`` the first light with
-  ``D(k*) > S(h)`` (1 if there is none: the last heavy), and is aliased to
+  ``D(k*) > S(h)`` (its whole column if there is none), and is aliased to
   heavy ``h + 1``.
 
-Two binary searches over the prefix sums replace the sequential loop.
+``D`` and ``S`` are exact: the fixed-point values are cut into limbs of ``31 -
+b`` bits whose int32 prefix sums cannot overflow (one ``cumsum``), and put back
+together with carries. Two binary searches over them replace the sequential
+loop, and the sweep they encode is the exact one for the rounded masses.
 
 Law (``SECURITY.md``, "the categorical kernel", item 5). Outcome ``i`` is
 drawn with probability ``(t_i + sum_{j: alias_j = i} (1 - t_j)) / N`` for the
-*stored* thresholds ``t``, whatever rounding produced them: every column holds
-exactly ``1 / N``, so the implemented law is exactly computable from the tables.
-A light's share is its own weight (relative error ``~3u**2``); a heavy's mass,
-at least one column, telescopes over the lights it serves to its weight up to the
-prefix sums' rounding at the ends of its run: relative ``a_t <= 16 u**2 N (b +
-1)``. The thresholds are ``64 - b``-bit fixed point, compared with the ``64 - b``
-bits of the draw that the column index did not use: an *absolute* error of a few
-units of ``2**-(64 - b)`` per column, at most ``2**-(61 - b)`` of mass over all
-outcomes, which goes to δ'. :func:`guarantee` states the result.
+stored thresholds ``t``: every column holds exactly ``1 / N``, so the
+implemented law is exactly computable from the tables. A light's share is its
+own ``tau``: its weight up to the common factor of the total's rounding and
+``~3u**2``, and an *absolute* two units of the grid (``2**-63`` of probability,
+at most ``2**(b - 63)`` over all outcomes, which goes to δ'). A heavy's mass is
+``1 + surplus`` exactly, by telescoping over the lights it serves, except where
+the rounded surpluses and deficits do not balance: the heavies at the end of
+the sweep then lose (or the last one gains) the difference, at most
+``N (theta + 5u**2)`` columns with ``theta = 30 ceil(b / 4) u**2`` the total's
+error, relative to a mass of at least one column. :func:`table_error` is that
+relative error, :func:`guarantee` the result.
 
-Cost. Per row: two double-float prefix scans and two binary searches over ``N``
-entries (``O(N log N)``, no sort). Per draw: two 32-bit words, two gathers and
-two compares, against the descent's two to six levels of sixteen lanes.
+Cost. Per row: a double-float pass, two exact prefix sums and two binary
+searches over ``N`` entries (``O(N log N)``, no sort). Per draw: one threefry
+block (two 32-bit words), two gathers and two compares, against the descent's
+two to six levels of sixteen lanes.
 """
 
 from __future__ import annotations
@@ -52,6 +62,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _twofloat as tf
+from ._random import bits64
 from ._typing import Array, PRNGKey
 
 #: Largest row the alias table is built for: ``N = 2**24`` columns keeps the
@@ -65,9 +76,91 @@ def log2_columns(n: int) -> int:
     return max(2, math.ceil(math.log2(max(n, 1))))
 
 
-def _scan(h: Array, lo: Array) -> tuple[Array, Array]:
-    """Inclusive double-float prefix sums along the last axis, non-decreasing."""
-    return _cummax(*tf.dd_cumsum(h, lo, h.ndim - 1))
+# ----------------------------------------------------------------------------- 64-bit words
+#
+# Unsigned 64-bit integers as pairs ``(high, low)`` of uint32 words, so that the
+# tables need no x64.
+
+_U32 = np.uint32
+
+
+def _add64(a: tuple[Array, Array], b: tuple[Array, Array]) -> tuple[Array, Array]:
+    low = a[1] + b[1]  # wraps
+    return a[0] + b[0] + (low < a[1]).astype(jnp.uint32), low
+
+
+def _sub64(a: tuple[Array, Array], b: tuple[Array, Array]) -> tuple[Array, Array]:
+    low = a[1] - b[1]  # wraps
+    return a[0] - b[0] - (a[1] < b[1]).astype(jnp.uint32), low
+
+
+def _le64(a: tuple[Array, Array], b: tuple[Array, Array]) -> Array:
+    return (a[0] < b[0]) | ((a[0] == b[0]) & (a[1] <= b[1]))
+
+
+def _lt64(a: tuple[Array, Array], b: tuple[Array, Array]) -> Array:
+    return (a[0] < b[0]) | ((a[0] == b[0]) & (a[1] < b[1]))
+
+
+def _where64(c: Array, a: tuple[Array, Array], b: tuple[Array, Array]) -> tuple[Array, Array]:
+    return jnp.where(c, a[0], b[0]), jnp.where(c, a[1], b[1])
+
+
+def _shift_up(x: Array, s: int) -> tuple[Array, Array]:
+    """``x * 2**s`` (uint32 ``x``, static ``0 <= s < 64``) as a 64-bit pair; the
+    caller guarantees it is below ``2**64``."""
+    if s == 0:
+        return jnp.zeros_like(x), x
+    if s < 32:
+        return x >> _U32(32 - s), x << _U32(s)
+    return x << _U32(s - 32), jnp.zeros_like(x)
+
+
+def _bits(x: tuple[Array, Array], s: int, width: int) -> Array:
+    """Bits ``s .. s + width - 1`` of a 64-bit pair (static ``s``, ``width <= 31``)."""
+    high, low = x
+    if s >= 32:
+        word = high >> _U32(s - 32)
+    elif s + width <= 32:
+        word = low >> _U32(s)
+    else:
+        word = (low >> _U32(s)) | (high << _U32(32 - s))
+    return word & _U32(2**width - 1)
+
+
+def _to_fixed(gh: Array, gl: Array, frac: int) -> tuple[Array, Array]:
+    """``floor(g * 2**frac)`` for a non-negative double-float ``g = gh + gl`` (below
+    ``2**(64 - frac)``, ``32 <= frac <= 62``) as a 64-bit pair, within 2 units.
+
+    Each float32 part is scaled by an exact power of two and cut into its whole
+    high word and the 32 bits below, exactly (a float32 has 24 significant bits).
+    """
+    f32 = jnp.float32
+
+    def words(x: Array) -> tuple[Array, Array]:  # floor(x * 2**frac), x >= 0
+        y = x * f32(2.0 ** (frac - 32))  # exact: a power of two, no overflow
+        high = jnp.floor(y)
+        low = jnp.floor((y - high) * f32(2.0**32))  # exact fraction, then scaled
+        return high.astype(jnp.uint32), low.astype(jnp.uint32)
+
+    top = words(gh)
+    part = words(jnp.abs(gl))
+    out = _where64(gl < 0, _sub64(top, part), _add64(top, part))
+    return _where64(gh > 0, out, (jnp.zeros_like(top[0]), jnp.zeros_like(top[1])))
+
+
+def _cumsum64(x: tuple[Array, Array], b: int) -> tuple[Array, Array]:
+    """Exact inclusive prefix sums along the last axis (``2**b`` entries, total below
+    ``2**64``): cut into limbs of ``31 - b`` bits, whose int32 prefix sums cannot
+    overflow, summed by one ``cumsum`` and put back together with carries."""
+    width = 31 - b
+    starts = range(0, 64, width)
+    limbs = jnp.stack([_bits(x, s, min(width, 64 - s)).astype(jnp.int32) for s in starts])
+    sums = jnp.cumsum(limbs, axis=-1, dtype=jnp.int32).astype(jnp.uint32)
+    out = (jnp.zeros_like(x[0]), jnp.zeros_like(x[1]))
+    for k, s in enumerate(starts):
+        out = _add64(out, _shift_up(sums[k], s))
+    return out
 
 
 def _flat_take(table: Array, at: Array) -> Array:
@@ -78,55 +171,38 @@ def _flat_take(table: Array, at: Array) -> Array:
     return jnp.take(table.reshape(-1), rows * size + at, mode="clip")
 
 
-def _lower_bound(keys_h, keys_l, q_h, q_l, steps: int, strict: bool) -> Array:
+def _take64(table: tuple[Array, Array], at: Array) -> tuple[Array, Array]:
+    return _flat_take(table[0], at), _flat_take(table[1], at)
+
+
+def _lower_bound(keys: tuple[Array, Array], q: tuple[Array, Array], steps: int, strict: bool):
     """Per query, the first position ``p`` with ``key[p] >= q`` (``> q`` when
-    ``strict``) in its row's non-decreasing keys, else ``N``: a binary search."""
-    size = keys_h.shape[-1]
-    lo = jnp.zeros(q_h.shape, jnp.int32)
-    hi = jnp.full(q_h.shape, size, jnp.int32)
-    for _ in range(steps):
+    ``strict``) in its row's non-decreasing 64-bit keys, else ``N``: a binary
+    search, one ``fori_loop`` step per halving (compiled once)."""
+    size = keys[0].shape[-1]
+
+    def step(_, bounds):
+        lo, hi = bounds
         mid = (lo + hi) // 2
-        at = jnp.minimum(mid, size - 1)
-        kh, kl = _flat_take(keys_h, at), _flat_take(keys_l, at)
-        below = tf.dd_le(kh, kl, q_h, q_l) if strict else tf.dd_lt(kh, kl, q_h, q_l)
+        k = _take64(keys, jnp.minimum(mid, size - 1))
+        below = _le64(k, q) if strict else _lt64(k, q)
         active = lo < hi
-        lo = jnp.where(active & below, mid + 1, lo)
-        hi = jnp.where(active & ~below, mid, hi)
-    return lo
+        return jnp.where(active & below, mid + 1, lo), jnp.where(active & ~below, mid, hi)
+
+    lo = jnp.zeros(q[0].shape, jnp.int32)
+    return jax.lax.fori_loop(0, steps, step, (lo, jnp.full(q[0].shape, size, jnp.int32)))[0]
 
 
-def _to_fixed(th: Array, tl: Array, b: int) -> tuple[Array, Array]:
-    """``tau`` in [0, 1] (double-float) as ``64 - b``-bit fixed point ``(high, low)``,
-    within a few units of the last place, clamped below 1 (``high < 2**(32 - b)``)."""
-    f32 = jnp.float32
-    top = 2 ** (32 - b)
-    x = th * f32(top)  # exact (a power of two)
-    high = jnp.floor(x)
-    yh, yl = tf.two_sum(x - high, tl * f32(top))  # the fraction below the high word
-    carry = jnp.floor(yh)  # -1, 0 or 1
-    fh, fl = tf.fast_two_sum(yh - carry, yl)
-    a = fh * f32(2.0**32)  # exact; an integer once fh >= 2**-8
-    low = jnp.clip(jnp.floor(a), 0, f32(2.0**32 - 256)).astype(jnp.uint32)
-    adjust = jnp.clip(jnp.floor(fl * f32(2.0**32)), -(2.0**20), 2.0**20).astype(jnp.int32)
-    new_low = low + adjust.astype(jnp.uint32)  # wraps
-    borrow = (adjust < 0) & (new_low > low)
-    over = (adjust > 0) & (new_low < low)
-    high = high.astype(jnp.int32) + carry.astype(jnp.int32) + over - borrow
-    full = high >= top
-    empty = high < 0
-    high = jnp.clip(high, 0, top - 1).astype(jnp.uint32)
-    low = jnp.where(full, jnp.uint32(2**32 - 1), jnp.where(empty, jnp.uint32(0), new_low))
-    return high, low
-
-
-def _cummax(h: Array, lo: Array) -> tuple[Array, Array]:
-    """Running lexicographic maximum: makes rounded prefix sums non-decreasing."""
-
-    def combine(a, b):
-        take_b = tf.dd_le(a[0], a[1], b[0], b[1])
-        return jnp.where(take_b, b[0], a[0]), jnp.where(take_b, b[1], a[1])
-
-    return jax.lax.associative_scan(combine, (h, lo), axis=h.ndim - 1)
+def _total(w: Array) -> tuple[Array, Array]:
+    """Double-float row sums of ``(R, 2**b)`` non-negative weights, by blocks of 16
+    (in any order within a block): every weight passes through at most
+    ``15 ceil(b / 4)`` additions, so the sum is within ``30 ceil(b / 4) u**2`` of exact."""
+    h, lo = w, jnp.zeros_like(w)
+    while h.shape[-1] > 1:
+        k = min(16, h.shape[-1])
+        shape = (h.shape[0], h.shape[-1] // k, k)
+        h, lo = tf.dd_sum(h.reshape(shape), lo.reshape(shape), 2)
+    return h[:, 0], lo[:, 0]
 
 
 def build(w: Array) -> tuple[Array, Array, Array]:
@@ -139,12 +215,13 @@ def build(w: Array) -> tuple[Array, Array, Array]:
     num_rows, n = w.shape
     b = log2_columns(n)
     size = 2**b
+    frac = 64 - b  # fixed point: one column is 2**frac units
     f32 = w.dtype.type
     # Exact power-of-two normalisation, so that N / total cannot overflow.
     _, e = jnp.frexp(jnp.max(w, axis=-1, keepdims=True))
     w = jnp.ldexp(w, -jnp.where(jnp.isfinite(e), e, 0))
     w = jnp.pad(w, ((0, 0), (0, size - n)))
-    t_h, t_l = tf.dd_sum(w, jnp.zeros_like(w), w.ndim - 1)
+    t_h, t_l = _total(w)
     ok = jnp.isfinite(t_h) & (t_h > 0)
     t_h = jnp.where(ok, t_h, 1)[:, None]
     t_l = jnp.where(ok, t_l, 0)[:, None]
@@ -158,53 +235,65 @@ def build(w: Array) -> tuple[Array, Array, Array]:
     one = jnp.broadcast_to(jax.lax.optimization_barrier(f32(1)), w.shape)
     c_h, c_l = tf.dd_mul(w, zero, q_h, q_l)
     heavy = tf.dd_le(one, zero, c_h, c_l)
-    # Deficits 1 - c of lights, surpluses c - 1 of heavies (both >= 0), scanned in
-    # the rows' own order: lights and heavies need not be separated.
-    g_h, g_l = tf.two_sum(jnp.where(heavy, c_h, one), jnp.where(heavy, -one, -c_h))
-    g_h, g_l = tf.fast_two_sum(g_h, g_l + jnp.where(heavy, c_l, -c_l))
-    d_h, d_l = _scan(jnp.where(heavy, zero, g_h), jnp.where(heavy, zero, g_l))
-    s_h, s_l = _scan(jnp.where(heavy, g_h, zero), jnp.where(heavy, g_l, zero))
+    # Fixed point from here on, every step exact integer arithmetic: a light keeps
+    # tau = c (at least one unit short of its whole column) and has the deficit
+    # 1 - tau; a heavy has the surplus c - 1 (TwoSum: exact but for c's own error).
+    one64 = _shift_up(jnp.ones(w.shape, jnp.uint32), frac)
+    unit = (jnp.zeros_like(one64[0]), jnp.ones_like(one64[1]))
+    nil = (jnp.zeros_like(one64[0]), jnp.zeros_like(one64[1]))
+    whole = _sub64(one64, unit)  # 1 - 2**-frac
+    g_h, g_l = tf.two_sum(c_h, -one)
+    g_h, g_l = tf.fast_two_sum(g_h, g_l + c_l)
+    kept = _to_fixed(jnp.where(heavy, zero, c_h), jnp.where(heavy, zero, c_l), frac)
+    kept = _where64(_le64(kept, whole), kept, whole)
+    surplus = _to_fixed(jnp.where(heavy, g_h, zero), jnp.where(heavy, g_l, zero), frac)
+    # Prefix sums of the deficits D and the surpluses S, in the rows' own order:
+    # lights and heavies need not be separated.
+    d = _cumsum64(_where64(heavy, nil, _sub64(one64, kept)), b)
+    s = _cumsum64(_where64(heavy, surplus, nil), b)
     pos = jax.lax.broadcasted_iota(jnp.int32, (num_rows, size), 1)
     steps = b + 1
     # A light is served by the first heavy with S >= D before it. S only rises at
     # heavies, so the first position reaching it is a heavy, or position 0 (a
-    # query of 0: any heavy, the first one) or none (rounding: the last heavy).
-    dx_h = jnp.pad(d_h[:, :-1], ((0, 0), (1, 0)))
-    dx_l = jnp.pad(d_l[:, :-1], ((0, 0), (1, 0)))
-    server = _lower_bound(s_h, s_l, dx_h, dx_l, steps, strict=False)
+    # query of 0: any heavy, the first one) or none (the last heavy: the
+    # surpluses' total, rounded apart from the deficits', falls short).
+    d_before = tuple(jnp.pad(x[:, :-1], ((0, 0), (1, 0))) for x in d)
+    server = _lower_bound(s, d_before, steps, strict=False)
     first_heavy = jnp.min(jnp.where(heavy, pos, size), axis=-1, keepdims=True)
     last_heavy = jnp.max(jnp.where(heavy, pos, -1), axis=-1, keepdims=True)
     server_heavy = _flat_take(heavy, jnp.minimum(server, size - 1)) & (server < size)
     server = jnp.where(server_heavy, server, jnp.where(server < size, first_heavy, last_heavy))
     server = jnp.where(last_heavy >= 0, server, pos)  # no heavy at all: rounding
     # A heavy turns light at the first light with D > S(h), keeping 1 + S(h) - D
-    # there, and is served by the next heavy; if there is none, it keeps 1.
-    k_star = _lower_bound(d_h, d_l, s_h, s_l, steps, strict=True)
+    # there (in [0, 1): D - S(h) is at most that light's deficit), and is served
+    # by the next heavy; if there is none, it keeps its whole column.
+    k_star = _lower_bound(d, s, steps, strict=True)
     found = k_star < size
-    at = jnp.minimum(k_star, size - 1)
-    r_h, r_l = tf.dd_add(one, zero, s_h, s_l)
-    r_h, r_l = tf.dd_add(r_h, r_l, -_flat_take(d_h, at), -_flat_take(d_l, at))
+    keep = _sub64(_add64(one64, s), _take64(d, jnp.minimum(k_star, size - 1)))
     later = jnp.where(heavy, pos, size)
     next_heavy = jax.lax.cummin(
         jnp.pad(later[:, 1:], ((0, 0), (0, 1)), constant_values=size), axis=1, reverse=True
     )
     next_heavy = jnp.where(next_heavy < size, next_heavy, pos)
-    tau_h = jnp.where(heavy, jnp.where(found, r_h, 1), c_h)
-    tau_l = jnp.where(heavy, jnp.where(found, r_l, 0), c_l)
+    tau = _where64(heavy, _where64(found, keep, whole), kept)
     alias = jnp.where(heavy, jnp.where(found, next_heavy, pos), server)
-    tau_h, tau_l = jnp.where(tau_h < 0, 0, tau_h), jnp.where(tau_h < 0, 0, tau_l)
-    high, low = _to_fixed(tau_h, tau_l, b)
-    packed = (high << np.uint32(b)) | alias.astype(jnp.uint32)
-    return packed, low, ok
+    packed = (tau[0] << np.uint32(b)) | alias.astype(jnp.uint32)
+    return packed, tau[1], ok
 
 
 def _materialise(*tables: Array) -> tuple[Array, ...]:
     """The tables, computed once: XLA would otherwise fuse their elementwise
-    producers into the per-draw gathers and recompute them at every draw (100x
-    slower on CPU; ``optimization_barrier`` does not stop it there). A sort by the
-    column index is the identity and is never fused into a consumer."""
-    iota = jax.lax.broadcasted_iota(jnp.int32, tables[0].shape, tables[0].ndim - 1)
-    return tuple(jax.lax.sort((iota, *tables), dimension=tables[0].ndim - 1, num_keys=1)[1:])
+    producers into the per-draw gathers and recompute them at every draw (5x
+    slower on CPU; ``optimization_barrier`` does not stop it there). Two passes
+    of a loop that XORs them with a zero XLA cannot see is zero return them
+    unchanged from buffers of their own. The trip count is static, so the loop's
+    predicate is never batched (``checkify`` refuses batched while loops)."""
+
+    def body(_, ts):
+        zero = (ts[0].reshape(-1)[0] >> np.uint32(31)) >> np.uint32(1)
+        return tuple(t ^ zero for t in ts)
+
+    return jax.lax.fori_loop(0, 2, body, tables)
 
 
 def draw(key: PRNGKey, packed: Array, low: Array, num_draws: int) -> Array:
@@ -216,10 +305,8 @@ def draw(key: PRNGKey, packed: Array, low: Array, num_draws: int) -> Array:
     """
     num_rows, size = packed.shape
     b = int(round(math.log2(size)))
-    k_first, k_second = jax.random.split(key)
     shape = (num_draws, num_rows)
-    w0 = jax.random.bits(k_first, shape, jnp.uint32)
-    w1 = jax.random.bits(k_second, shape, jnp.uint32)
+    w0, w1 = bits64(key, shape)  # one threefry block per draw
     col = (w0 >> np.uint32(32 - b)).astype(jnp.int32)
     rest = w0 & np.uint32(2 ** (32 - b) - 1)
     flat = col + jax.lax.broadcasted_iota(jnp.int32, shape, 1) * size
@@ -240,17 +327,25 @@ def sample(key: PRNGKey, w: Array, num_draws: int) -> tuple[Array, Array]:
 # ----------------------------------------------------------------------------- guarantee
 
 
+def table_error(b: int) -> float:
+    """Relative error ``a_t`` of every outcome's probability in a table of ``2**b``
+    columns, beside the weights' own: the total's rounding ``theta = 30 ceil(b / 4)
+    u**2`` (a common factor), ``c``'s own ``~5u**2`` and the imbalance of the
+    rounded surpluses and deficits, at most ``N (theta + 5u**2) + 2**(2b - 63)``
+    columns, on heavies of at least one column."""
+    u2 = 2.0**-48
+    theta = 30 * math.ceil(b / 4) * u2
+    return (2**b + 1) * (theta + 5 * u2) + 2.0 ** (2 * b - 62)
+
+
 def guarantee(n: int, epsilon: float, weight_error: float) -> tuple[float, float]:
     """(ε', δ') of one draw for rows of ``n`` outcomes whose computed weights are
     within relative ``weight_error`` of the exact mechanism's (``SECURITY.md``).
 
-    ``ε' = ε + 4 weight_error + 2 a_t`` with ``a_t = 16 u**2 N (b + 1)`` (the
-    heavies' prefix-sum rounding, relative to their mass of at least one column),
-    and ``δ' = (1 + e**ε') 2**-(60 - b)`` (the fixed-point thresholds, summed over
-    the columns), ``u = 2**-24``, ``N = 2**b`` columns.
+    ``ε' = ε + 4 weight_error + 2 a_t`` with ``a_t`` = :func:`table_error`, and
+    ``δ' = (1 + e**ε') 2**-(60 - b)``, which bounds the lights' absolute grid error
+    (``2**(b - 63)`` over all outcomes) with room to spare; ``N = 2**b`` columns.
     """
     b = log2_columns(n)
-    u = 2.0**-24
-    a_t = 16 * u * u * 2**b * (b + 1)
-    eps = epsilon + 4 * weight_error + 2 * a_t
+    eps = epsilon + 4 * weight_error + 2 * table_error(b)
     return eps, (1 + math.exp(eps)) * 2.0 ** -(60 - b)

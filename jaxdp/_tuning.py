@@ -119,7 +119,7 @@ def table_chunk(platform: str | None = None) -> int:
 #: The alias table is built when each row gets at least ``c * N`` draws, ``N =
 #: 2**b >= n`` its columns and ``c`` the draws per column of the last ``(rows,
 #: c)`` entry whose ``rows`` the call reaches. Trades the table's construction
-#: (two double-float prefix scans and two binary searches over the columns)
+#: (two exact fixed-point prefix sums and two binary searches over the columns)
 #: against the descent's per-draw walk (a 16-lane gather, a sorting network and
 #: a 64-bit uniform per level; dearer per draw for many rows, whose levels no
 #: longer stay in cache), which the table replaces by O(1) work. CPU: ``python

@@ -175,22 +175,24 @@ def _take64(table: tuple[Array, Array], at: Array) -> tuple[Array, Array]:
     return _flat_take(table[0], at), _flat_take(table[1], at)
 
 
-def _lower_bound(keys: tuple[Array, Array], q: tuple[Array, Array], steps: int, strict: bool):
+def _lower_bound(keys: tuple[Array, Array], q: tuple[Array, Array], strict: bool) -> Array:
     """Per query, the first position ``p`` with ``key[p] >= q`` (``> q`` when
-    ``strict``) in its row's non-decreasing 64-bit keys, else ``N``: a binary
-    search, one ``fori_loop`` step per halving (compiled once)."""
+    ``strict``) in its row's ``N = 2**b`` non-decreasing 64-bit keys, else ``N``: a
+    branchless binary search (the count of keys below ``q`` is built bit by bit,
+    top bit first), one ``fori_loop`` step per bit, compiled once."""
     size = keys[0].shape[-1]
+    b = size.bit_length() - 1
 
-    def step(_, bounds):
-        lo, hi = bounds
-        mid = (lo + hi) // 2
-        k = _take64(keys, jnp.minimum(mid, size - 1))
+    def step(i, p):
+        half = jnp.right_shift(jnp.int32(size), i + 1)
+        k = _take64(keys, p + half - 1)
         below = _le64(k, q) if strict else _lt64(k, q)
-        active = lo < hi
-        return jnp.where(active & below, mid + 1, lo), jnp.where(active & ~below, mid, hi)
+        return jnp.where(below, p + half, p)
 
-    lo = jnp.zeros(q[0].shape, jnp.int32)
-    return jax.lax.fori_loop(0, steps, step, (lo, jnp.full(q[0].shape, size, jnp.int32)))[0]
+    p = jax.lax.fori_loop(0, b, step, jnp.zeros(q[0].shape, jnp.int32))
+    last = _take64(keys, jnp.minimum(p, size - 1))  # p = N - 1: is the last key below too?
+    below = _le64(last, q) if strict else _lt64(last, q)
+    return jnp.where((p == size - 1) & below, size, p)
 
 
 def _total(w: Array) -> tuple[Array, Array]:
@@ -252,13 +254,12 @@ def build(w: Array) -> tuple[Array, Array, Array]:
     d = _cumsum64(_where64(heavy, nil, _sub64(one64, kept)), b)
     s = _cumsum64(_where64(heavy, surplus, nil), b)
     pos = jax.lax.broadcasted_iota(jnp.int32, (num_rows, size), 1)
-    steps = b + 1
     # A light is served by the first heavy with S >= D before it. S only rises at
     # heavies, so the first position reaching it is a heavy, or position 0 (a
     # query of 0: any heavy, the first one) or none (the last heavy: the
     # surpluses' total, rounded apart from the deficits', falls short).
     d_before = tuple(jnp.pad(x[:, :-1], ((0, 0), (1, 0))) for x in d)
-    server = _lower_bound(s, d_before, steps, strict=False)
+    server = _lower_bound(s, d_before, strict=False)
     first_heavy = jnp.min(jnp.where(heavy, pos, size), axis=-1, keepdims=True)
     last_heavy = jnp.max(jnp.where(heavy, pos, -1), axis=-1, keepdims=True)
     server_heavy = _flat_take(heavy, jnp.minimum(server, size - 1)) & (server < size)
@@ -267,7 +268,7 @@ def build(w: Array) -> tuple[Array, Array, Array]:
     # A heavy turns light at the first light with D > S(h), keeping 1 + S(h) - D
     # there (in [0, 1): D - S(h) is at most that light's deficit), and is served
     # by the next heavy; if there is none, it keeps its whole column.
-    k_star = _lower_bound(d, s, steps, strict=True)
+    k_star = _lower_bound(d, s, strict=True)
     found = k_star < size
     keep = _sub64(_add64(one64, s), _take64(d, jnp.minimum(k_star, size - 1)))
     later = jnp.where(heavy, pos, size)

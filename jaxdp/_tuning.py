@@ -123,11 +123,13 @@ def table_chunk(platform: str | None = None) -> int:
 #: against the descent's per-draw walk (a 16-lane gather, a sorting network and
 #: a 64-bit uniform per level; dearer per draw for many rows, whose levels no
 #: longer stay in cache), which the table replaces by O(1) work. CPU: ``python
-#: -m benchmarks tuning --only alias`` (rows ``alias_b<B>_n<n>_s<S>``: the two
-#: cross between 3 and 8 draws per column for 1 and 16 rows, between 1 and 2
-#: for 256 and 1024 rows). GPU (unmeasured): the CPU values; neither kernel
-#: serialises (the descent's levels are at most 8 loop steps).
-ALIAS_DRAWS_PER_COLUMN = {"cpu": ((1, 4.0), (256, 2.0)), "gpu": ((1, 4.0), (256, 2.0))}
+#: -m benchmarks tuning --only alias`` (rows ``alias_b<B>_n<n>_s<S>``: since
+#: the table is built in exact fixed point the two cross below one draw per
+#: column for 1 to 1024 rows, table/descent 0.58-0.96 at one draw per column,
+#: 1.7-2.5 at a quarter; with the double-float build they crossed between 3
+#: and 8). GPU (unmeasured): the CPU values; neither kernel serialises (the
+#: descent's levels are at most 8 loop steps, the table's searches ``b + 1``).
+ALIAS_DRAWS_PER_COLUMN = {"cpu": ((1, 1.0),), "gpu": ((1, 1.0),)}
 
 #: Fewest draws per row for which the alias table is considered at all (below
 #: it the descent's few levels are cheaper than any table). GPU: the CPU value.

@@ -225,12 +225,15 @@ def test_dispatch_enumerates_both_paths():
     assert not _tuning.use_alias(1000, 1)
     assert not _tuning.use_alias(1000, 4)
     assert _tuning.use_alias(1000, 10**4)
-    assert not _tuning.use_alias(1000, 1000)  # the table pays from ~4 draws per column
-    assert _tuning.use_alias(1000, 2048, num_rows=256)  # ~2 with many rows
-    assert not _tuning.use_alias(1000, 2047, num_rows=256)
-    assert _tuning.use_alias(10**6, 10**7)
+    assert _tuning.use_alias(1000, 1024)  # the table pays from ~1 draw per column
+    assert not _tuning.use_alias(1000, 1023)
+    assert _tuning.use_alias(1000, 1024, num_rows=256)
+    assert not _tuning.use_alias(1000, 1023, num_rows=256)
+    assert _tuning.use_alias(10**6, 2**20)
     assert not _tuning.use_alias(10**6, 10**6)
     assert not _tuning.use_alias(2**20 + 1, 10**8)
+    assert not _tuning.use_alias(2, 7)  # fewer than ALIAS_MIN_DRAWS
+    assert _tuning.use_alias(2, 8)
     # Every size of the descent's law tests (tests/test_descent.py) with one draw
     # takes the descent; the alias sizes above take the table.
     from test_descent import SIZES

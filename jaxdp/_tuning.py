@@ -126,7 +126,8 @@ def table_chunk(platform: str | None = None) -> int:
 #: -m benchmarks tuning --only alias`` (rows ``alias_b<B>_n<n>_s<S>``: since
 #: the table is built in exact fixed point the two cross below one draw per
 #: column for 1 to 1024 rows, table/descent 0.58-0.96 at one draw per column,
-#: 1.7-2.5 at a quarter; with the double-float build they crossed between 3
+#: 1.4-2.5 at a quarter, in ``benchmarks/results/cpu-2core-amd-epyc/
+#: alias-fixed-point/``; with the double-float build they crossed between 3
 #: and 8). GPU (unmeasured): the CPU values; neither kernel serialises (the
 #: descent's levels are at most 8 loop steps, the table's searches ``b + 1``).
 ALIAS_DRAWS_PER_COLUMN = {"cpu": ((1, 1.0),), "gpu": ((1, 1.0),)}

@@ -85,8 +85,3 @@ def dd_sum(hi: Array, lo: Array, axis: int) -> tuple[Array, Array]:
     whatever order XLA combines them."""
     zero = jnp.zeros((), hi.dtype)
     return jax.lax.reduce((hi, lo), (zero, zero), _dd_combine, (axis,))
-
-
-def dd_cumsum(hi: Array, lo: Array, axis: int) -> tuple[Array, Array]:
-    """Inclusive double-float prefix sums along ``axis`` (a tree scan of :func:`dd_add`)."""
-    return jax.lax.associative_scan(_dd_combine, (hi, lo), axis=axis)

@@ -96,8 +96,8 @@ def joint_top_k(
     integer arithmetic (relative bias ``≤ n 2**-64`` each). One draw is
     (ε', δ')-DP with ``ε' = ε_kernel(k n) + 4τ + 2.02 (k - 1) n 2**-64`` and
     ``δ' = δ_kernel(k n) + (1 + e**ε') k n 2**-122`` (groups below float32's normal
-    range): in float32 ε' ≤ ε + 7.4e-6 for k = 10, n = 10**4, ε' ≤ ε + 7.9e-6
-    and δ' ≤ 8.2e-11 for k = 10, n = 10**6, and ε' ≤ ε + 8.4e-6, δ' ≤ 9.6e-11 for
+    range): in float32 ε' ≤ ε + 6.0e-6 for k = 10, n = 10**4, ε' ≤ ε + 7.0e-6
+    and δ' ≤ 5.1e-11 for k = 10, n = 10**6, and ε' ≤ ε + 7.4e-6, δ' ≤ 5.8e-11 for
     k = 100, n = 10**6 (``jaxdp._joint_top_k.guarantee(n, k, ε)``); far smaller
     under ``jax.enable_x64``. The scale ``ε/(2Δ_u)`` is rounded down, so ε is never
     exceeded. Assumes scores whose differences are finite (``|s| < 2**127`` in

@@ -246,8 +246,8 @@ def private_quantiles(
     **Finite precision.** Interval choices go through the categorical kernel
     (``jaxdp._sampling.categorical``), so each of the at most m choices of one
     walk adds the kernel's own term (``SECURITY.md``, "The categorical kernel",
-    over the ``(n + 1) m`` pairs of a choice): about ``9.3e-6`` to ε' and
-    ``8.2e-11`` to δ' per choice at n = 10**6, m = 10, so ``m`` times that per draw. What
+    over the ``(n + 1) m`` pairs of a choice): about ``8.4e-6`` to ε' and
+    ``5.1e-11`` to δ' per choice at n = 10**6, m = 10, so ``m`` times that per draw. What
     this function adds is the rounding of the log-weights it hands the kernel.
     Each table entry is a log-sum-exp of non-positive terms built by scans of
     ⌈log2(n+1)⌉ rounds, with the targets ``g_j n`` carried exactly as
@@ -258,7 +258,7 @@ def private_quantiles(
     changes by at most ``2m`` such errors, and the privacy loss by twice that.
     For outcomes of probability above ``δ'`` (``|v| <= 40``), n = 10**6 and
     m = 10 (c = 92) that is ``4m (40 + 13.8) · 92 u``, so
-    ``ε' <= ε + 1.2e-2 + 9.3e-5`` and ``δ' <= 8.2e-10`` (under
+    ``ε' <= ε + 1.2e-2 + 8.4e-5`` and ``δ' <= 5.1e-10`` (under
     ``jax.enable_x64``, ``ε + 2e-11``); at m = 3 and n = 10**3 it is
     ``ε + 1.8e-3``. Outcomes below ``δ'`` are counted in δ'. This is above the
     ``ε + 1e-5`` that the single-choice samplers meet: a release that needs

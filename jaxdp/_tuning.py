@@ -120,7 +120,7 @@ def table_chunk(platform: str | None = None) -> int:
 #: 2**b >= n`` its columns and ``c`` the draws per column of the last ``(rows,
 #: c)`` entry whose ``rows`` the call reaches. Trades the table's construction
 #: (two exact fixed-point prefix sums and two binary searches over the columns)
-#: against the descent's per-draw walk (a 16-lane gather, a sorting network and
+#: against the descent's per-draw walk (a K-lane gather, a sorting network and
 #: a 64-bit uniform per level; dearer per draw for many rows, whose levels no
 #: longer stay in cache), which the table replaces by O(1) work. CPU: ``python
 #: -m benchmarks tuning --only alias`` (rows ``alias_b<B>_n<n>_s<S>``: since

@@ -40,9 +40,9 @@ def _law_of_groups(n, eps, num_groups=10):
     return g, jnp.asarray(scores[g], jnp.float32), p / p.sum()
 
 
-# Every depth the descent can have (1..6 levels), at its boundaries, with one
-# draw and with many; n = 10**7 is the 6-level case.
-SIZES = [1, 2, 16, 17, 256, 257, 4096, 4097, 65537, 10**6, 10**7]
+# Every depth the descent can have up to n = 10**7 (1..8 levels of K = 8), at
+# its boundaries, with one draw and with many; n = 10**7 is the 8-level case.
+SIZES = [1, 2, 8, 9, 64, 65, 512, 513, 4096, 4097, 32769, 262145, 10**6, 10**7]
 
 
 def test_sizes_cover_every_depth():
@@ -217,3 +217,15 @@ def test_share_floor_children_are_drawn_relatively_right():
     counts = np.bincount(out, minlength=n)
     grouped = np.array([counts[0], counts[1:].sum()])
     assert scipy.stats.chisquare(grouped, np.array([p[0], p[1:].sum()]) * out.size).pvalue > 1e-3
+
+
+def test_sorting_network_sorts_every_input():
+    """The compare-exchange network of the descent's nodes sorts all 2**K 0/1 inputs,
+    hence (zero-one principle) every input of K lanes."""
+    pairs = _descent._network(_descent.K)
+    for code in range(2**_descent.K):
+        lanes = [(code >> j) & 1 for j in range(_descent.K)]
+        for a, b in pairs:
+            if lanes[b] < lanes[a]:
+                lanes[a], lanes[b] = lanes[b], lanes[a]
+        assert lanes == sorted(lanes), code

@@ -163,20 +163,23 @@ TABLE_MAX_CANDIDATES = {"cpu": 4096, "gpu": 4096}
 #: Cost of building the permute-and-flip table, per ``n**2`` and row, in units of
 #: one race variate: the table's double-float factors against the race's one
 #: 64-bit exponential variate per candidate and draw. CPU: ``python -m benchmarks
-#: tuning`` (rows ``race_variate_ns`` and ``table_cost_n*``), rounded up, so that
-#: a near tie goes to the race (which needs no table). GPU: the CPU value (both
-#: are compute-bound elementwise work there too; unmeasured).
+#: tuning --only costs`` (rows ``race_variate_ns`` and ``table_cost_n*``: 2.01 and
+#: 2.13 in ``benchmarks/results/cpu-2core-amd-epyc/costs-k8/``), rounded up, so
+#: that a near tie goes to the race (which needs no table). GPU: the CPU value
+#: (both are compute-bound elementwise work there too; unmeasured).
 TABLE_COST = {"cpu": 2.5, "gpu": 2.5}
 
 #: Cost of one draw of the descent (:func:`jaxdp._descent.sample`), in race
-#: variates (``python -m benchmarks tuning``, row ``descent_draw_cost``, rounded
-#: up). GPU: the CPU value (unmeasured).
-KERNEL_DRAW_COST = {"cpu": 40.0, "gpu": 40.0}
+#: variates (``python -m benchmarks tuning --only costs``, row
+#: ``descent_draw_cost``: 30.1 with nodes of 8 in ``costs-k8/``, rounded up; was
+#: 40 with nodes of 16). GPU: the CPU value (unmeasured).
+KERNEL_DRAW_COST = {"cpu": 35.0, "gpu": 35.0}
 
 #: The same for a draw from the alias table (:mod:`jaxdp._alias`), where the
-#: categorical kernel uses one (``python -m benchmarks tuning``, row
-#: ``alias_draw_cost``, rounded up). GPU: the CPU value (unmeasured).
-ALIAS_DRAW_COST = {"cpu": 2.5, "gpu": 2.5}
+#: categorical kernel uses one (same command, row ``alias_draw_cost``: 1.58 since
+#: a draw takes one threefry block, rounded up; was 2.5 with two). GPU: the CPU
+#: value (unmeasured).
+ALIAS_DRAW_COST = {"cpu": 2.0, "gpu": 2.0}
 
 
 def use_table(noise: str, draws_per_row: int, n: int, platform: str | None = None) -> bool:

@@ -24,6 +24,8 @@ from __future__ import annotations
 import functools
 import os
 import zlib
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -53,6 +55,18 @@ R_NEIGHBOUR = jnp.ones(N_RACE, jnp.float32).at[0].set(12.0)
 KW = dict(epsilon=EPS, sensitivity=1.0, monotonic=True)
 
 
+class Path(NamedTuple):
+    """One audited path: the mechanism, its neighbours, how draws are made
+    (``"batched"``: many draws per call, ``"montecarlo"``: one per trial) and the
+    (ε', δ') the path states."""
+
+    mechanism: Callable
+    x: Any
+    x_neighbour: Any
+    driver: str
+    stated: tuple[float, float]
+
+
 #: The noise races (SECURITY.md, "Finite precision: noise-based paths"): ε + 40u.
 RACE = (EPS + 40 * 2.0**-24, 1e-10)
 
@@ -80,132 +94,131 @@ MODE_DATA = jnp.int32([0] * 9 + [1] * 8 + [2])
 PRED = jnp.int32([[0, 1, 1, 0, 1, 1, 0, 0], [1, 1, 1, 0, 0, 1, 0, 1], [0, 0, 0, 0, 0, 0, 0, 0]])
 LABELS = jnp.int32([0, 1, 1, 0, 1, 1, 0, 1])
 
-# name -> (mechanism, x, x', driver, (ε', δ') stated for the path)
 PATHS = {
     # exponential, per layout the dispatcher picks
-    "exponential_alias_table": (
-        functools.partial(jaxdp.exponential, method="inverse_cdf", **KW),
-        D,
-        D_NEIGHBOUR,
-        "batched",
-        _categorical(N_BIG),
+    "exponential_alias_table": Path(
+        mechanism=functools.partial(jaxdp.exponential, method="inverse_cdf", **KW),
+        x=D,
+        x_neighbour=D_NEIGHBOUR,
+        driver="batched",
+        stated=_categorical(N_BIG),
     ),
-    "exponential_alias_table_2**20": (
-        functools.partial(jaxdp.exponential, method="inverse_cdf", **KW),
-        H,
-        H_NEIGHBOUR,
-        "batched",
-        _categorical(N_HUGE),
+    "exponential_alias_table_2**20": Path(
+        mechanism=functools.partial(jaxdp.exponential, method="inverse_cdf", **KW),
+        x=H,
+        x_neighbour=H_NEIGHBOUR,
+        driver="batched",
+        stated=_categorical(N_HUGE),
     ),
-    "exponential_descent": (
-        functools.partial(jaxdp.exponential, method="inverse_cdf", **KW),
-        D,
-        D_NEIGHBOUR,
-        "montecarlo",
-        _categorical(N_BIG),
+    "exponential_descent": Path(
+        mechanism=functools.partial(jaxdp.exponential, method="inverse_cdf", **KW),
+        x=D,
+        x_neighbour=D_NEIGHBOUR,
+        driver="montecarlo",
+        stated=_categorical(N_BIG),
     ),
-    "exponential_gumbel": (
-        functools.partial(jaxdp.exponential, method="gumbel", **KW),
-        R,
-        R_NEIGHBOUR,
-        "batched",
-        RACE,
+    "exponential_gumbel": Path(
+        mechanism=functools.partial(jaxdp.exponential, method="gumbel", **KW),
+        x=R,
+        x_neighbour=R_NEIGHBOUR,
+        driver="batched",
+        stated=RACE,
     ),
-    "exponential_streaming_inverse_cdf": (
-        _streaming,
-        R,
-        R_NEIGHBOUR,
-        "batched",
-        RACE,
+    "exponential_streaming_inverse_cdf": Path(
+        mechanism=_streaming,
+        x=R,
+        x_neighbour=R_NEIGHBOUR,
+        driver="batched",
+        stated=RACE,
     ),
-    "exponential_streaming_gumbel": (
-        functools.partial(_streaming, method="gumbel"),
-        R,
-        R_NEIGHBOUR,
-        "batched",
-        RACE,
+    "exponential_streaming_gumbel": Path(
+        mechanism=functools.partial(_streaming, method="gumbel"),
+        x=R,
+        x_neighbour=R_NEIGHBOUR,
+        driver="batched",
+        stated=RACE,
     ),
     # report-noisy-max and permute-and-flip: tabulated at many draws, races at few
-    "report_noisy_max_gumbel_table": (
-        functools.partial(jaxdp.report_noisy_max, noise="gumbel", **KW),
-        D,
-        D_NEIGHBOUR,
-        "batched",
-        _tabulated.guarantee(N_BIG, EPS, "gumbel"),
+    "report_noisy_max_gumbel_table": Path(
+        mechanism=functools.partial(jaxdp.report_noisy_max, noise="gumbel", **KW),
+        x=D,
+        x_neighbour=D_NEIGHBOUR,
+        driver="batched",
+        stated=_tabulated.guarantee(N_BIG, EPS, "gumbel"),
     ),
-    "permute_and_flip_table": (
-        functools.partial(jaxdp.permute_and_flip, **KW),
-        D,
-        D_NEIGHBOUR,
-        "batched",
-        _tabulated.guarantee(N_BIG, EPS, "exponential"),
+    "permute_and_flip_table": Path(
+        mechanism=functools.partial(jaxdp.permute_and_flip, **KW),
+        x=D,
+        x_neighbour=D_NEIGHBOUR,
+        driver="batched",
+        stated=_tabulated.guarantee(N_BIG, EPS, "exponential"),
     ),
-    "report_noisy_max_laplace_race": (
-        functools.partial(jaxdp.report_noisy_max, noise="laplace", **KW),
-        R,
-        R_NEIGHBOUR,
-        "montecarlo",
-        RACE,
+    "report_noisy_max_laplace_race": Path(
+        mechanism=functools.partial(jaxdp.report_noisy_max, noise="laplace", **KW),
+        x=R,
+        x_neighbour=R_NEIGHBOUR,
+        driver="montecarlo",
+        stated=RACE,
     ),
-    "permute_and_flip_race": (
-        functools.partial(jaxdp.permute_and_flip, **KW),
-        R,
-        R_NEIGHBOUR,
-        "montecarlo",
-        RACE,
+    "permute_and_flip_race": Path(
+        mechanism=functools.partial(jaxdp.permute_and_flip, **KW),
+        x=R,
+        x_neighbour=R_NEIGHBOUR,
+        driver="montecarlo",
+        stated=RACE,
     ),
-    "top_k_2": (
-        functools.partial(jaxdp.top_k, k=2, **KW),
-        R,
-        R_NEIGHBOUR,
-        "batched",
-        (EPS + 2 * 40 * 2.0**-24, 1e-10),
+    "top_k_2": Path(
+        mechanism=functools.partial(jaxdp.top_k, k=2, **KW),
+        x=R,
+        x_neighbour=R_NEIGHBOUR,
+        driver="batched",
+        stated=(EPS + 2 * 40 * 2.0**-24, 1e-10),
     ),
     # continuous ranges: the interval choice and the point inside it
-    "private_quantile": (
-        _quantile,
-        QUANTILE_DATA,
-        jnp.append(QUANTILE_DATA, 10.0),
-        "batched",
-        (EPS + 1e-5, 1e-10),
+    "private_quantile": Path(
+        mechanism=_quantile,
+        x=QUANTILE_DATA,
+        x_neighbour=jnp.append(QUANTILE_DATA, 10.0),
+        driver="batched",
+        stated=(EPS + 1e-5, 1e-10),
     ),
-    "private_price": (
-        _price,
-        QUANTILE_DATA / 2,
-        jnp.append(QUANTILE_DATA / 2, 4.0),
-        "batched",
-        (EPS + 1e-5, 1e-10),
+    "private_price": Path(
+        mechanism=_price,
+        x=QUANTILE_DATA / 2,
+        x_neighbour=jnp.append(QUANTILE_DATA / 2, 4.0),
+        driver="batched",
+        stated=(EPS + 1e-5, 1e-10),
     ),
-    "private_mode": (
-        functools.partial(jaxdp.private_mode, epsilon=EPS, num_categories=3),
-        MODE_DATA,
-        jnp.append(MODE_DATA, 1),
-        "batched",
-        _categorical(3),
+    "private_mode": Path(
+        mechanism=functools.partial(jaxdp.private_mode, epsilon=EPS, num_categories=3),
+        x=MODE_DATA,
+        x_neighbour=jnp.append(MODE_DATA, 1),
+        driver="batched",
+        stated=_categorical(3),
     ),
-    "select_hypothesis": (
-        lambda key, labels, shape=None: jaxdp.select_hypothesis(
+    "select_hypothesis": Path(
+        mechanism=lambda key, labels, shape=None: jaxdp.select_hypothesis(
             key, PRED, labels, epsilon=EPS, shape=shape
         ),
-        LABELS,
-        LABELS.at[-1].set(0),
-        "batched",
-        _categorical(3),
+        x=LABELS,
+        x_neighbour=LABELS.at[-1].set(0),
+        driver="batched",
+        stated=_categorical(3),
     ),
     # additive noise
-    "laplace_granular": (
-        functools.partial(jaxdp.laplace, epsilon=EPS, sensitivity=1.0, granularity=0.125),
-        jnp.float32(0.0),
-        jnp.float32(1.0),
-        "batched",
-        (EPS + 1e-5, 1e-9),
+    "laplace_granular": Path(
+        mechanism=functools.partial(jaxdp.laplace, epsilon=EPS, sensitivity=1.0, granularity=0.125),
+        x=jnp.float32(0.0),
+        x_neighbour=jnp.float32(1.0),
+        driver="batched",
+        stated=(EPS + 1e-5, 1e-9),
     ),
-    "randomized_response": (
-        functools.partial(jaxdp.randomized_response, epsilon=EPS, num_categories=4),
-        jnp.int32(0),
-        jnp.int32(1),
-        "batched",
-        (EPS + 1e-6, 1e-10),
+    "randomized_response": Path(
+        mechanism=functools.partial(jaxdp.randomized_response, epsilon=EPS, num_categories=4),
+        x=jnp.int32(0),
+        x_neighbour=jnp.int32(1),
+        driver="batched",
+        stated=(EPS + 1e-6, 1e-10),
     ),
 }
 
@@ -250,6 +263,6 @@ def test_paths_cover_the_dispatcher():
         N_HUGE, BATCH["exponential_alias_table_2**20"]
     )
     assert not _descent.uses_alias(N_BIG, 1)
-    drivers = {PATHS[p][3] for p in ("exponential_alias_table", "exponential_descent")}
+    drivers = {PATHS[p].driver for p in ("exponential_alias_table", "exponential_descent")}
     assert drivers == {"batched", "montecarlo"}
     assert np.all(np.asarray(D_NEIGHBOUR) - np.asarray(D) >= 0)  # one added record

@@ -98,8 +98,8 @@ def run_study(name: str, rest: list[str]) -> int:
     """Runs study ``name`` from whichever study module has it, passing ``rest`` on."""
     if "--update-committed" in rest:
         rest = [a for a in rest if a != "--update-committed"]
-        folder = "studies" if name in _study_names("studies")[0] else "selection_studies"
-        rest += ["--out", str(_paths.COMMITTED / folder)]
+        # Every study's committed results live in one folder, which the README links.
+        rest += ["--out", str(_paths.COMMITTED / "studies")]
     for module in STUDY_MODULES:
         names, present = _study_names(module)
         if name in names:

@@ -134,6 +134,9 @@ def test_subcommands_dispatch_and_report_missing_modules(capsys, monkeypatch):
     monkeypatch.setattr(cli, "_import", lambda m: Fake if m == "selection_studies" else real(m))
     assert cli.main(["study", "joint-top-k", "--scale", "0.1"]) == 0
     assert calls == [["joint-top-k", "--scale", "0.1"]]
+    # --update-committed writes where the README links every study's results.
+    assert cli.main(["study", "joint-top-k", "--update-committed"]) == 0
+    assert calls[-1] == ["joint-top-k", "--out", str(ROOT / "benchmarks" / "results" / "studies")]
     monkeypatch.setattr(cli, "_import", lambda m: None if m == "selection_studies" else real(m))
     assert cli.main(["study", "joint-quantiles"]) == 2
     assert "not in this checkout" in capsys.readouterr().err

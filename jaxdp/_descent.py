@@ -15,7 +15,9 @@ plain float32 logit ``fl(fl(s_r - m) c)`` is off by up to ``2u |logit|``
 finite-precision budget. :func:`weights` instead computes ``s_r - m`` exactly as
 a pair (TwoSum), splits it and ``c`` into 12-bit halves (by masking mantissa
 bits: immune to FMA contraction), takes the exponential of the one large
-exact product and of the small remainder separately, and multiplies: the
+exact product and of the small remainder separately (the latter by a
+polynomial, :func:`jaxdp._twofloat.exp_small`: XLA's simplifier rewrites a
+product of two ``exp`` into the ``exp`` of the rounded sum), and multiplies: the
 weight is ``exp(logit) (1 + eta)`` with ``|eta| <= 2 u_exp + 2u`` *whatever the
 logit*, where ``u_exp`` is the backend's ``exp`` error (measured 1.39u on
 XLA:CPU by the tests; CUDA documents 2 ulp).
@@ -107,9 +109,11 @@ def weights(scores: Array, row_max: Array, scale: Array) -> Array:
     dh, dl = _split(d_hi)
     ch, cl = _split(scale)
     big = dh * ch  # exact: 12 x 12 significant bits
+    # exp(small) by a polynomial, not jnp.exp: XLA's simplifier would merge the two
+    # exponentials into exp(big + small), rounding the sum (_tf.exp_small).
     small = (dh * cl + dl * ch + dl * cl) + d_lo * scale
     # A -inf score gives big = -inf and small = NaN or -inf: weight 0.
-    w = jnp.exp(big) * jnp.exp(small)
+    w = jnp.exp(big) * _tf.exp_small(small)
     # Integer scores are never -inf, but the select stays (on the gap, never -inf
     # either): it keeps the weights one fusion on XLA:CPU, which otherwise hands
     # the exp to a YNNPACK fusion and writes the gap and its split halves to memory.

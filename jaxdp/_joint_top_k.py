@@ -303,7 +303,8 @@ def group_weights(c_sorted: Array, scale: Array, k: int) -> tuple[Array, Array]:
     h, h_lo = _tf.two_sum(big, p_hi)  # big + s ln2_hi = h + h_lo, exactly
     safe_mh = jnp.where(live, mh, jnp.ones_like(mh))
     rest = (small + (h_lo + p_lo)) + (s * dtype.type(ln2_lo) + ml / safe_mh)
-    w = jnp.exp(h) * jnp.exp(rest) * mh
+    # exp(rest) by a polynomial: XLA would merge two exponentials into exp(h + rest).
+    w = jnp.exp(h) * _tf.exp_small(rest) * mh
     return jnp.where(live, w, jnp.zeros_like(w)), t
 
 

@@ -50,7 +50,7 @@ from ._logits import clip_scale
 from ._noisy_kernels import round_down_scale
 from ._rows import broadcast_batch, even_chunks, map_steps, split_shape
 from ._threefry import fast_key
-from ._twofloat import two_prod, two_sum
+from ._twofloat import exp_small, two_prod, two_sum
 from ._typing import Array, PRNGKey
 
 
@@ -89,14 +89,17 @@ def combined_logits(scores: Array, log_measure: Array, scale: Array) -> tuple[Ar
 
 
 def weights(hi: Array, lo: Array) -> Array:
-    """``exp(hi + lo)`` as ``exp(hi) exp(lo)``: relative error ``2 u_exp + u`` (0 at ``-inf``)."""
-    w = jnp.exp(hi) * jnp.exp(lo)
+    """``exp(hi + lo)`` as ``exp(hi) exp(lo)``: relative error ``2 u_exp + u`` (0 at ``-inf``).
+
+    ``exp(lo)`` is :func:`jaxdp._twofloat.exp_small`, not ``jnp.exp``: XLA would
+    rewrite the product of two exponentials into ``exp(hi + lo)``."""
+    w = jnp.exp(hi) * exp_small(lo)
     return jnp.where(hi == -jnp.inf, jnp.zeros_like(w), w)
 
 
 def rates(hi: Array, lo: Array) -> Array:
     """``exp(-(hi + lo))`` likewise (``+inf`` at ``hi = -inf``: never selected)."""
-    r = jnp.exp(-hi) * jnp.exp(-lo)
+    r = jnp.exp(-hi) * exp_small(-lo)
     return jnp.where(hi == -jnp.inf, jnp.full_like(r, jnp.inf), r)
 
 

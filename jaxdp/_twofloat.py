@@ -7,6 +7,8 @@ backend that contracts ``a * b + c`` into a fused multiply-add.
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -85,3 +87,26 @@ def dd_sum(hi: Array, lo: Array, axis: int) -> tuple[Array, Array]:
     whatever order XLA combines them."""
     zero = jnp.zeros((), hi.dtype)
     return jax.lax.reduce((hi, lo), (zero, zero), _dd_combine, (axis,))
+
+
+def exp_small(x: Array) -> Array:
+    """``exp(x)`` for a small remainder ``|x| <= 0.4`` by its Taylor polynomial (Horner;
+    degree 8 in float32, 17 in float64, truncation below 0.02u), where a kernel
+    computes a weight as ``exp(big) * exp(small)``.
+
+    Not ``jnp.exp``: XLA's algebraic simplifier rewrites ``exp(a) * exp(b)`` into
+    ``exp(a + b)``, which rounds ``a + b`` and undoes the split that makes the
+    product exact to a few ulp (measured: 65u relative at a logit of -87 on
+    XLA:CPU, for the 6u the kernels state). The polynomial is within 1.07u of
+    ``exp`` on ``[-0.4, 0.4]`` in float32 (``tests/test_descent.py`` checks 2u
+    on a dense grid), no worse than the backend's ``exp`` (1.39u). Arguments are
+    clamped to ``[-1, 1]``, so that any input gives a finite value (callers pass
+    larger remainders only where ``exp(big)`` is 0).
+    """
+    f = x.dtype.type
+    degree = 17 if x.dtype == jnp.float64 else 8
+    x = jnp.clip(x, f(-1), f(1))
+    t = jnp.full_like(x, 1 / math.factorial(degree))
+    for k in range(degree - 1, -1, -1):
+        t = f(1 / math.factorial(k)) + x * t
+    return t

@@ -10,7 +10,7 @@ import pytest
 import scipy.stats
 
 import jaxdp
-from jaxdp import _descent
+from jaxdp import _descent, _twofloat
 
 
 def _rounding_sampler(key, scores, epsilon, sensitivity, monotonic, shape):
@@ -229,3 +229,46 @@ def test_sorting_network_sorts_every_input():
             if lanes[b] < lanes[a]:
                 lanes[a], lanes[b] = lanes[b], lanes[a]
         assert lanes == sorted(lanes), code
+
+
+def test_weights_at_huge_logits_are_zero_not_nan():
+    """Logits far below float32's range give weight 0 (the capped remainder), never NaN."""
+    s = -np.float32([1e3, 1e6, 1e30, 3e38, 0.0])
+    for scale in (1e-3, 1.0, 1e4):
+        w = np.asarray(
+            _descent.weights(jnp.asarray(s)[None], jnp.float32([0.0]), jnp.float32([scale]))
+        )[0]
+        exact = np.exp(s.astype(np.float64) * scale)
+        assert np.all(np.isfinite(w)), (scale, w)
+        close = np.abs(w - exact) <= 6 * 2.0**-24 * exact
+        ok = np.where(exact < math.exp(-87), w <= exact * 1.01, close)
+        assert np.all(ok), (scale, w, exact)
+
+
+def test_exp_small_is_as_accurate_as_exp():
+    """The polynomial for the weights' small factor, within 2u of exp on [-0.4, 0.4]."""
+    x = np.concatenate([np.linspace(-0.4, 0.4, 2_000_001), [-0.0, 2.0**-30, -(2.0**-30)]])
+    x = x.astype(np.float32)
+    y = np.asarray(jax.jit(_twofloat.exp_small)(jnp.asarray(x))).astype(np.float64)
+    assert np.abs(y / np.exp(x.astype(np.float64)) - 1).max() <= 2 * 2.0**-24
+
+
+def test_compiled_weights_are_exact_to_a_few_ulp():
+    """The weights as XLA compiles them inside a jitted kernel (where its simplifier
+    would merge ``exp(big) * exp(small)`` into ``exp(big + small)``, 65u off at a
+    logit of -87), at logits down to float32's normal range."""
+    rng = np.random.default_rng(1)
+    s = rng.uniform(-200, 0, 400_000).astype(np.float32)
+    s[0] = 0
+    for scale in (0.5, 0.437, 0.0123, 37.1):
+
+        @jax.jit
+        def weights(s, c):
+            return _descent.weights(s[None], jnp.max(s)[None], c[None])[0].sum(), (
+                _descent.weights(s[None], jnp.max(s)[None], c[None])[0]
+            )
+
+        w = np.asarray(weights(jnp.asarray(s), jnp.float32(scale))[1])
+        exact = np.exp(s.astype(np.float64) * np.float64(np.float32(scale)))
+        normal = exact > math.exp(-87)
+        assert np.abs(w[normal] / exact[normal] - 1).max() <= 6 * 2.0**-24, scale

@@ -618,3 +618,20 @@ def test_log_probs_with_an_epsilon_batch_keep_outcomes_on_their_axis(with_measur
     )
     assert lp2.shape == (3, 4, 2)
     np.testing.assert_allclose(np.asarray(lp2[:, :, 0]), np.asarray(lp), rtol=1e-6)
+
+
+def test_compiled_weights_and_rates_keep_the_pair_exact():
+    """``exp(hi) * exp(lo)`` as XLA compiles it inside a jitted kernel: its simplifier
+    would merge the two exponentials into ``exp(hi + lo)``, which rounds the sum
+    (tens of u at |hi| ~ 80); the weights stay within 2 u_exp + u (5u)."""
+    from jaxdp import _measure
+
+    rng = np.random.default_rng(5)
+    hi = rng.uniform(-87, 0, 400_000).astype(np.float32)
+    lo = (rng.uniform(-1, 1, hi.size) * 1e-5).astype(np.float32)
+    exact = hi.astype(np.float64) + lo.astype(np.float64)
+    w, r = jax.jit(lambda h, t: (_measure.weights(h, t), _measure.rates(h, t)))(hi, lo)
+    w, r = np.asarray(w, np.float64), np.asarray(r, np.float64)
+    normal = exact > -86
+    assert np.abs(w[normal] / np.exp(exact[normal]) - 1).max() <= 5 * 2.0**-24
+    assert np.abs(r[normal] / np.exp(-exact[normal]) - 1).max() <= 5 * 2.0**-24

@@ -160,7 +160,8 @@ def test_rates_are_relative_to_a_few_roundings():
     rng = np.random.default_rng(0)
     top, s = _adversarial_scores(rng)
     c = np.exp(rng.uniform(-20, 12, size=top.shape)).astype(np.float32)
-    rate = _noisy_kernels.race_rates(jnp.asarray(s), jnp.asarray(top), jnp.asarray(c))
+    # Compiled, as the race runs it: XLA's simplifier acts only inside jit.
+    rate = jax.jit(_noisy_kernels.race_rates)(jnp.asarray(s), jnp.asarray(top), jnp.asarray(c))
     assert_rates_within(np.log(np.asarray(rate, np.float64)), _real_log_rate(top, s, c), RHO)
     # The naive float32 logits (s - max) * c then exp: errors grow with |logit|.
     naive_log = np.minimum(((top - s) * c).astype(np.float64), 80.0)  # float32 ops

@@ -307,3 +307,21 @@ def test_legacy_key_and_integer_data():
         jax.random.PRNGKey(0), jnp.arange(10), jnp.array([0.5]), epsilon=1.0, bounds=(0, 10)
     )
     assert out.shape == (1,) and out.dtype == jnp.float32
+
+
+def test_exact_targets_compiled():
+    """The targets g_j n as an exact pair (Dekker, Veltkamp split) as XLA compiles
+    them inside ``jit``, where fused multiply-add contraction could break the split."""
+    from jaxdp import _quantiles
+
+    rng = np.random.default_rng(0)
+    g = rng.uniform(0, 1, 10**5).astype(np.float32)
+    n = rng.integers(1, 10**7, 10**5).astype(np.float32)
+
+    @jax.jit
+    def targets(g, n):
+        hi, lo = _quantiles._two_product(g, n)
+        return hi, lo, _quantiles._gap(jnp.floor(n * 0.3), hi, lo)
+
+    hi, lo, _ = (np.asarray(x, np.float64) for x in targets(jnp.asarray(g), jnp.asarray(n)))
+    assert np.array_equal(hi + lo, g.astype(np.float64) * n.astype(np.float64))

@@ -228,7 +228,9 @@ def build(w: Array) -> tuple[Array, Array, Array]:
     t_l = jnp.where(ok, t_l, 0)[:, None]
     # q = N / total, double-float; c = w q in column units.
     q_h = f32(size) / t_h
-    p, pe = _materialise_floats(*tf.two_prod(q_h, t_h))  # one value each (see there)
+    # One value each (see _materialise_floats): ``f32(size) - p`` could otherwise
+    # read p as a product contracted into a fused multiply-add, unlike pe's.
+    p, pe = _materialise_floats(*tf.two_prod(q_h, t_h))
     q_l = ((f32(size) - p) - pe - q_h * t_l) / t_h
     zero = jnp.zeros_like(w)
     # The constant 1 enters TwoSums below: hidden from XLA's simplifier, which

@@ -311,7 +311,8 @@ def test_legacy_key_and_integer_data():
 
 def test_exact_targets_compiled():
     """The targets g_j n as an exact pair (Dekker, Veltkamp split) as XLA compiles
-    them inside ``jit``, where fused multiply-add contraction could break the split."""
+    them inside ``jit``, where fused multiply-add contraction could break the split,
+    and the gaps |d - g_j n| read from the pair in the same program, within 1 ulp."""
     from jaxdp import _quantiles
 
     rng = np.random.default_rng(0)
@@ -323,5 +324,8 @@ def test_exact_targets_compiled():
         hi, lo = _quantiles._two_product(g, n)
         return hi, lo, _quantiles._gap(jnp.floor(n * 0.3), hi, lo)
 
-    hi, lo, _ = (np.asarray(x, np.float64) for x in targets(jnp.asarray(g), jnp.asarray(n)))
-    assert np.array_equal(hi + lo, g.astype(np.float64) * n.astype(np.float64))
+    hi, lo, gap = (np.asarray(x, np.float64) for x in targets(jnp.asarray(g), jnp.asarray(n)))
+    exact = g.astype(np.float64) * n.astype(np.float64)
+    assert np.array_equal(hi + lo, exact)
+    exact_gap = np.abs(np.floor(n * np.float32(0.3)).astype(np.float64) - exact)
+    assert np.all(np.abs(gap - exact_gap) <= np.spacing(exact_gap.astype(np.float32)))

@@ -230,12 +230,29 @@ def c3_two_consumers(keys: int, n: int) -> list[Pair]:
     ]
 
 
+#: Calls per jit of C4's dispatch-amortised rows.
+CALLS_PER_JIT = 64
+
+
+def _mapped(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn(key, x)`` for each of a batch of keys, inside one program (``lax.map``)."""
+    return lambda keys, x: jax.lax.map(lambda k: fn(k, x), keys)
+
+
 def c4_small_draws(sizes: list[tuple[int, int]]) -> list[Pair]:
-    """Few draws (S = 10**4) of one row against the hand-written float32 inverse CDF."""
+    """Few draws (S = 10**4) of one row against the hand-written float32 inverse CDF,
+    per call and :data:`CALLS_PER_JIT` calls inside one jit."""
     out = []
     for n, s in sizes:
         scores = _row(n, 14 + n)
         args = lambda scores=scores: (jax.random.key(0), jnp.asarray(scores))  # noqa: E731
+
+        def em(k, x, s=s):
+            return jaxdp.exponential(k, x, epsilon=EPS, sensitivity=DELTA, shape=(s,))
+
+        def hand(k, x, s=s):
+            return _baselines.hand_inverse_cdf(k, x, draws=s)
+
         out.append(
             Pair(
                 f"c4_exponential_vs_hand_inverse_cdf_n{_fmt(n)}_s{_fmt(s)}_f32",
@@ -245,13 +262,8 @@ def c4_small_draws(sizes: list[tuple[int, int]]) -> list[Pair]:
                 n,
                 s,
                 1,
-                _jit(
-                    lambda k, x, s=s: jaxdp.exponential(
-                        k, x, epsilon=EPS, sensitivity=DELTA, shape=(s,)
-                    ),
-                    args,
-                ),
-                _jit(lambda k, x, s=s: _baselines.hand_inverse_cdf(k, x, draws=s), args),
+                _jit(em, args),
+                _jit(hand, args),
                 "speedup",
                 ">=",
                 1.5,
@@ -276,15 +288,8 @@ def c4_small_draws(sizes: list[tuple[int, int]]) -> list[Pair]:
                 n,
                 s,
                 CALLS_PER_JIT,
-                _jit(
-                    _mapped(
-                        lambda k, x, s=s: jaxdp.exponential(
-                            k, x, epsilon=EPS, sensitivity=DELTA, shape=(s,)
-                        )
-                    ),
-                    keys,
-                ),
-                _jit(_mapped(lambda k, x, s=s: _baselines.hand_inverse_cdf(k, x, draws=s)), keys),
+                _jit(_mapped(em), keys),
+                _jit(_mapped(hand), keys),
                 "speedup",
                 None,
                 None,
@@ -292,15 +297,6 @@ def c4_small_draws(sizes: list[tuple[int, int]]) -> list[Pair]:
             )
         )
     return out
-
-
-#: Calls per jit of C4's dispatch-amortised rows.
-CALLS_PER_JIT = 64
-
-
-def _mapped(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn(key, x)`` for each of a batch of keys, inside one program (``lax.map``)."""
-    return lambda keys, x: jax.lax.map(lambda k: fn(k, x), keys)
 
 
 def _train_step(private: bool) -> Callable[..., Any]:

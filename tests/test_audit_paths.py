@@ -53,6 +53,8 @@ H_NEIGHBOUR = jnp.ones(N_HUGE, jnp.float32).at[0].set(17.0)
 R = jnp.zeros(N_RACE, jnp.float32).at[0].set(12.0)
 R_NEIGHBOUR = jnp.ones(N_RACE, jnp.float32).at[0].set(12.0)
 KW = dict(epsilon=EPS, sensitivity=1.0, monotonic=True)
+#: exponential by the inverse CDF: its layout (alias table or descent) follows the draw count.
+INVERSE_CDF = functools.partial(jaxdp.exponential, method="inverse_cdf", **KW)
 
 
 class Path(NamedTuple):
@@ -97,21 +99,21 @@ LABELS = jnp.int32([0, 1, 1, 0, 1, 1, 0, 1])
 PATHS = {
     # exponential, per layout the dispatcher picks
     "exponential_alias_table": Path(
-        mechanism=functools.partial(jaxdp.exponential, method="inverse_cdf", **KW),
+        mechanism=INVERSE_CDF,
         x=D,
         x_neighbour=D_NEIGHBOUR,
         driver="batched",
         stated=_categorical(N_BIG),
     ),
     "exponential_alias_table_2**20": Path(
-        mechanism=functools.partial(jaxdp.exponential, method="inverse_cdf", **KW),
+        mechanism=INVERSE_CDF,
         x=H,
         x_neighbour=H_NEIGHBOUR,
         driver="batched",
         stated=_categorical(N_HUGE),
     ),
     "exponential_descent": Path(
-        mechanism=functools.partial(jaxdp.exponential, method="inverse_cdf", **KW),
+        mechanism=INVERSE_CDF,
         x=D,
         x_neighbour=D_NEIGHBOUR,
         driver="montecarlo",

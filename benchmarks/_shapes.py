@@ -235,8 +235,10 @@ CALLS_PER_JIT = 64
 
 
 def _mapped(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn(key, x)`` for each of a batch of keys, inside one program (``lax.map``)."""
-    return lambda keys, x: jax.lax.map(lambda k: fn(k, x), keys)
+    """``fn(key, x)`` for each pair of a batch of keys and rows, inside one program
+    (``lax.map``). Each call has its own row, so that XLA cannot hoist the work that
+    depends on the row only (weights, tables) out of the loop and do it once."""
+    return lambda keys, xs: jax.lax.map(lambda kx: fn(*kx), (keys, xs))
 
 
 def c4_small_draws(sizes: list[tuple[int, int]]) -> list[Pair]:
@@ -271,13 +273,12 @@ def c4_small_draws(sizes: list[tuple[int, int]]) -> list[Pair]:
             )
         )
         # The same draws, CALLS_PER_JIT calls inside one jit (a lax.map over keys):
-        # the kernels alone, JAX's per-call dispatch amortised. jaxdp's traced checks
-        # (checkify.debug_check) give its programs an effect, and JAX dispatches
-        # any effectful program through its Python path (about 30 us more per call,
-        # 60-110 us with typed keys); the hand-written kernel has no checks.
-        keys = lambda scores=scores: (  # noqa: E731
+        # JAX's per-call dispatch amortised, each call with its own row (see _mapped).
+        # jaxdp's traced checks leave no effect (jaxdp/_debug_check.py), so both
+        # sides take JAX's C++ dispatch per call too.
+        keys = lambda n=n: (  # noqa: E731
             jax.random.split(jax.random.key(0), CALLS_PER_JIT),
-            jnp.asarray(scores),
+            jnp.asarray(np.stack([_row(n, 14 + n + i) for i in range(CALLS_PER_JIT)])),
         )
         out.append(
             Pair(

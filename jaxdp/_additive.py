@@ -10,9 +10,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.experimental import checkify
 
 from . import _checks, _random
+from ._debug_check import debug_check
 from ._typing import Array, ArrayLike, PRNGKey
 
 #: The noise must be resolved to this fraction of its scale: a release is only
@@ -379,15 +379,13 @@ def _check_grid(fn, values, epsilon, sensitivity, gamma, out_dtype):
 def _laplace_impl(key, values, epsilon, sensitivity, *, shape, granularity, out_dtype):
     fn = "laplace"
     _checks.debug_check_positive(fn, epsilon=epsilon, sensitivity=sensitivity)
-    checkify.debug_check(
-        jnp.all(jnp.isfinite(values)), f"{fn}: values must be finite (no NaN or inf)"
-    )
+    debug_check(jnp.all(jnp.isfinite(values)), f"{fn}: values must be finite (no NaN or inf)")
     ok = _checks.positive_ok(epsilon) & _checks.positive_ok(sensitivity)
     dtype = values.dtype
     if granularity is None:
         scale = jnp.where(ok, sensitivity / epsilon, jnp.nan)
         resolved = _resolved(values, scale, out_dtype)
-        checkify.debug_check(
+        debug_check(
             jnp.all(resolved | ~ok),
             f"{fn}: the spacing of {np.dtype(out_dtype).name} at a value exceeds "
             f"{NOISE_RESOLUTION:g} of the noise scale; those releases are NaN",
@@ -399,9 +397,9 @@ def _laplace_impl(key, values, epsilon, sensitivity, *, shape, granularity, out_
     gamma = jnp.asarray(granularity, dtype)
     steps = jnp.ceil(sensitivity / gamma) / epsilon  # noise scale in grid steps
     fits = jnp.all(steps <= _grid_limit(dtype))
-    checkify.debug_check(fits, "laplace: granularity too fine for epsilon and sensitivity")
+    debug_check(fits, "laplace: granularity too fine for epsilon and sensitivity")
     exact = _grid_exact(values, steps, granularity, out_dtype)
-    checkify.debug_check(
+    debug_check(
         jnp.all(exact | ~ok),
         f"{fn}: a value plus the noise tail does not fit the grid exactly in "
         f"{np.dtype(out_dtype).name}; those releases are NaN",
@@ -644,16 +642,14 @@ def _gaussian_impl(key, values, epsilon, delta, sensitivity, sigma, *, shape, ou
     fn = "gaussian"
     _checks.debug_check_positive(fn, epsilon=epsilon, sensitivity=sensitivity)
     ok_delta = jnp.all((delta > 0) & (delta < 1))
-    checkify.debug_check(ok_delta, f"{fn}: delta must be in (0, 1), got {{}}", delta)
-    checkify.debug_check(
-        jnp.all(jnp.isfinite(values)), f"{fn}: values must be finite (no NaN or inf)"
-    )
+    debug_check(ok_delta, f"{fn}: delta must be in (0, 1), got {{}}", delta)
+    debug_check(jnp.all(jnp.isfinite(values)), f"{fn}: values must be finite (no NaN or inf)")
     if sigma is None:
         sigma = _analytic_sigma_traced(epsilon, delta, sensitivity)
     ok = _checks.positive_ok(epsilon) & _checks.positive_ok(sensitivity) & ok_delta
     sigma = jnp.where(ok, sigma, jnp.nan)
     resolved = _resolved(values, sigma, out_dtype)
-    checkify.debug_check(
+    debug_check(
         jnp.all(resolved | ~ok),
         f"{fn}: the spacing of {np.dtype(out_dtype).name} at a value exceeds "
         f"{NOISE_RESOLUTION:g} of sigma; those releases are NaN",

@@ -9,9 +9,9 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.experimental import checkify
 
 from . import _checks
+from ._debug_check import debug_check
 from ._exponential import _exponential_impl
 from ._typing import Array, ArrayLike, PRNGKey
 
@@ -144,7 +144,7 @@ def _rr_impl(key, values, epsilon, *, k, shape):
     fn = "randomized_response"
     _checks.debug_check_positive(fn, epsilon=epsilon)
     in_range = (values >= 0) & (values < k)
-    checkify.debug_check(jnp.all(in_range), f"{fn}: values must be categories in [0, {k})")
+    debug_check(jnp.all(in_range), f"{fn}: values must be categories in [0, {k})")
     threshold = jnp.broadcast_to(keep_threshold(epsilon, k), shape)
     key_flip, key_other = jax.random.split(key)
     change = jax.random.bits(key_flip, shape, jnp.uint32) >= threshold
@@ -231,7 +231,7 @@ def private_mode(
 
 @partial(jax.jit, static_argnames=("shape",))
 def _mode_impl(key, counts, in_range, epsilon, sensitivity, *, shape):
-    checkify.debug_check(
+    debug_check(
         jnp.all(in_range),
         f"private_mode: values must be categories in [0, num_categories={counts.shape[-1]})",
     )

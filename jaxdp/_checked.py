@@ -3,7 +3,8 @@
 Inside ``jax.jit`` or ``jax.vmap`` an argument is a tracer, so jaxdp cannot
 raise at call time when a traced ε is negative, a traced value is NaN or a
 traced category is out of range. The jitted layer then records the problem
-with :func:`jax.experimental.checkify.debug_check` (free when nobody asks)
+as a ``checkify`` user check (jaxdp's own ``debug_check``: reported exactly as
+:func:`jax.experimental.checkify.debug_check` is, and free under plain ``jit``)
 and returns a sentinel: index ``-1`` for a selection, NaN for additive noise
 and continuous ranges. :func:`checked` turns those reports into exceptions,
 so a caller of ``jit`` need not know the sentinels.

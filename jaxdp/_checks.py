@@ -5,8 +5,10 @@ helpers here, which raise :class:`ValueError` naming the function, the
 parameter and the offending value. Values that are JAX tracers (inside a
 user's ``jit``/``vmap``) cannot raise; the jitted inner layer calls
 :func:`debug_check_positive` and friends instead, which go through
-:func:`jax.experimental.checkify.debug_check`: free under plain ``jit`` and
-reported under ``checkify.checkify(..., errors=checkify.user_checks)``.
+:func:`jaxdp._debug_check.debug_check`: reported under
+``checkify.checkify(..., errors=checkify.user_checks)`` as
+:func:`jax.experimental.checkify.debug_check` would be, and free under plain
+``jit`` (no effect in the caller's program, so JAX's C++ dispatch is kept).
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.experimental import checkify
 
+from ._debug_check import debug_check
 from ._typing import Array, ArrayLike, PRNGKey
 
 
@@ -355,26 +357,24 @@ def positive_ok(x: Array) -> Array:
 
 
 def debug_check_positive(fn: str, **params: Array) -> None:
-    """checkify.debug_check that each traced parameter is finite and > 0."""
+    """A traced check (:func:`.debug_check`) that each parameter is finite and > 0."""
     for name, value in params.items():
-        checkify.debug_check(
-            positive_ok(value), f"{fn}: {name} must be finite and > 0, got {{}}", value
-        )
+        debug_check(positive_ok(value), f"{fn}: {name} must be finite and > 0, got {{}}", value)
 
 
 def debug_check_scores(fn: str, scores: Array, name: str = "scores") -> None:
-    """checkify.debug_check that traced scores hold no NaN or +inf (integers cannot)."""
+    """A traced check that the scores hold no NaN or +inf (integers cannot)."""
     if jnp.issubdtype(scores.dtype, jnp.integer):
         return
-    checkify.debug_check(
+    debug_check(
         ~jnp.any(jnp.isnan(scores) | (scores == jnp.inf)),
         f"{fn}: {name} must not contain NaN or +inf",
     )
 
 
 def debug_check_selectable(fn: str, row_max: Array) -> None:
-    """checkify.debug_check that every row has a finite (selectable) score."""
-    checkify.debug_check(
+    """A traced check that every row has a finite (selectable) score."""
+    debug_check(
         jnp.all(row_max > -jnp.inf),
         f"{fn}: every row of scores needs at least one finite score; a row is all -inf",
     )

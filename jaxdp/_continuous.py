@@ -71,9 +71,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.experimental import checkify
 
 from . import _checks, _inverse_cdf, _logits, _random, _rows
+from ._debug_check import debug_check
 from ._typing import Array, ArrayLike, PRNGKey
 
 # ----------------------------------------------------------------------------- core
@@ -394,14 +394,14 @@ def _piecewise_impl(key, edges, intercepts, slopes, epsilon, sensitivity, *, mon
     edges_ok = edges_ok & (e[:, -1] > e[:, 0]) & jnp.isfinite(e[:, -1] - e[:, 0])
     lines_ok = ~jnp.any(jnp.isnan(c) | (c == jnp.inf), axis=-1) & jnp.all(jnp.isfinite(m), -1)
     lines_ok = lines_ok & ~jnp.any(jnp.isnan(u_top) | (u_top == jnp.inf), axis=-1)
-    checkify.debug_check(
+    debug_check(
         jnp.all(edges_ok),
         f"{fn}: edges must be finite and non-decreasing, with a width that does not overflow",
     )
-    checkify.debug_check(
+    debug_check(
         jnp.all(lines_ok), f"{fn}: intercepts must not be NaN or +inf; slopes must be finite"
     )
-    checkify.debug_check(jnp.all(has_mass), f"{fn}: every row needs an interval of positive mass")
+    debug_check(jnp.all(has_mass), f"{fn}: every row needs an interval of positive mass")
     valid = (
         edges_ok
         & lines_ok
@@ -533,8 +533,8 @@ def _price_impl(key, bids, bounds, epsilon, *, shape):
     range_ok = jnp.isfinite(lo) & jnp.isfinite(hi) & (lo >= 0) & (lo < hi)
     range_ok = range_ok & jnp.isfinite(hi - lo)
     bids_ok = jnp.all(jnp.isfinite(bids), axis=-1)
-    checkify.debug_check(range_ok, f"{fn}: bounds must be finite with 0 <= lo < hi")
-    checkify.debug_check(jnp.all(bids_ok), f"{fn}: bids must be finite")
+    debug_check(range_ok, f"{fn}: bounds must be finite with 0 <= lo < hi")
+    debug_check(jnp.all(bids_ok), f"{fn}: bids must be finite")
     n = bids.shape[-1]
     batch = _rows.broadcast_batch(bids.shape[:-1], epsilon.shape)
     num_lead, tail = _rows.split_shape(shape, batch)
@@ -675,9 +675,9 @@ def _quantile_impl(key, data, q, bounds, epsilon, *, shape):
     bounds_ok = jnp.isfinite(lo) & jnp.isfinite(hi) & (lo < hi) & jnp.isfinite(hi - lo)
     data_ok = jnp.all(jnp.isfinite(data), axis=-1)
     q_ok = jnp.isfinite(q) & (q >= 0) & (q <= 1)
-    checkify.debug_check(bounds_ok, f"{fn}: bounds must be finite with lo < hi")
-    checkify.debug_check(jnp.all(data_ok), f"{fn}: data must be finite")
-    checkify.debug_check(jnp.all(q_ok), f"{fn}: q must be in [0, 1], got {{}}", q)
+    debug_check(bounds_ok, f"{fn}: bounds must be finite with lo < hi")
+    debug_check(jnp.all(data_ok), f"{fn}: data must be finite")
+    debug_check(jnp.all(q_ok), f"{fn}: q must be in [0, 1], got {{}}", q)
     n = data.shape[-1]
     batch = _rows.broadcast_batch(data.shape[:-1], q.shape, epsilon.shape)
     num_lead, tail = _rows.split_shape(shape, batch)

@@ -9,9 +9,9 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
-from jax.experimental import checkify
 
 from . import _checks, _kernels, _logits, _measure, _rows
+from ._debug_check import debug_check
 from ._typing import Array, ArrayLike, PRNGKey
 
 _METHODS = ("auto", "gumbel", "inverse_cdf")
@@ -223,12 +223,12 @@ def _measure_arg(fn: str, log_measure: ArrayLike, scores: Array, axis: int) -> A
 
 
 def _debug_check_measure(fn: str, scores: Array, log_measure: Array) -> None:
-    checkify.debug_check(
+    debug_check(
         ~jnp.any(jnp.isnan(log_measure) | (log_measure == jnp.inf)),
         f"{fn}: log_measure must not contain NaN or +inf",
     )
     live = (scores > -jnp.inf) & (log_measure > -jnp.inf)
-    checkify.debug_check(
+    debug_check(
         jnp.all(jnp.any(live, axis=-1)),
         f"{fn}: every row needs an outcome with both a finite score and a finite log_measure",
     )

@@ -41,10 +41,10 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.experimental import checkify
 
 from . import _checks, _descent, _logits, _rows, _threefry, _top_k
 from . import _twofloat as _tf
+from ._debug_check import debug_check
 from ._typing import Array, ArrayLike, PRNGKey
 
 _NEG_INF = -jnp.inf
@@ -338,7 +338,7 @@ def _joint_top_k_impl(key, scores, epsilon, sensitivity, *, k, monotonic, shape)
     scores = _logits.float_scores(scores)
     _checks.debug_check_positive(fn, epsilon=epsilon, sensitivity=sensitivity)
     _checks.debug_check_scores(fn, scores)
-    checkify.debug_check(
+    debug_check(
         jnp.all(jnp.sum(scores > -jnp.inf, axis=-1) >= k),
         f"{fn}: every row of scores needs at least k={k} finite scores",
     )

@@ -59,10 +59,10 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.experimental import checkify
 
 from . import _checks, _logits, _random, _rows, _sampling
 from ._continuous import _pair
+from ._debug_check import debug_check
 from ._typing import Array, ArrayLike, PRNGKey
 
 _NEG_INF = -jnp.inf
@@ -346,9 +346,9 @@ def _quantiles_impl(key, data, qs, bounds, epsilon, *, shape):
     bounds_ok = jnp.isfinite(lo) & jnp.isfinite(hi) & (lo < hi)
     data_ok = jnp.all(jnp.isfinite(data), axis=-1)
     qs_ok = jnp.all(jnp.isfinite(qs) & (qs >= 0) & (qs <= 1)) & jnp.all(jnp.diff(qs) >= 0)
-    checkify.debug_check(bounds_ok, f"{fn}: bounds must be finite with lo < hi")
-    checkify.debug_check(jnp.all(data_ok), f"{fn}: data must be finite")
-    checkify.debug_check(qs_ok, f"{fn}: qs must be non-decreasing in [0, 1], got {{}}", qs)
+    debug_check(bounds_ok, f"{fn}: bounds must be finite with lo < hi")
+    debug_check(jnp.all(data_ok), f"{fn}: data must be finite")
+    debug_check(qs_ok, f"{fn}: qs must be non-decreasing in [0, 1], got {{}}", qs)
     n = data.shape[-1]
     m = qs.shape[0]
     n_int = n + 1

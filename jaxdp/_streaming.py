@@ -29,9 +29,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.experimental import checkify
 
 from . import _checks, _logits, _noisy_kernels, _random, _rows, _threefry
+from ._debug_check import debug_check
 from ._typing import Array, ArrayLike, PRNGKey
 
 _METHODS = ("auto", "gumbel", "inverse_cdf")
@@ -339,5 +339,5 @@ def _streaming_impl(
 
 
 def _checkify_scores(fn: str, bad: Array, row_max: Array) -> None:
-    checkify.debug_check(~jnp.any(bad), f"{fn}: score_fn returned NaN or +inf scores")
+    debug_check(~jnp.any(bad), f"{fn}: score_fn returned NaN or +inf scores")
     _checks.debug_check_selectable(fn, row_max)

@@ -1,0 +1,124 @@
+"""``debug_check``: :func:`jax.experimental.checkify.debug_check`, without the effect.
+
+Why jaxdp has its own. ``checkify.debug_check`` is dropped at lowering under plain
+``jit``, but it leaves an ``ErrorEffect`` in the jaxpr of every program that
+calls it, and JAX dispatches a compiled program with an effect through its
+Python path: ``jit`` never installs its C++ fast path for it. One check costs
+every call of the caller's jitted function about 30-100 µs on a CPU (measured
+by ``python -m benchmarks --only c4``: the per-call rows against the
+in-one-jit rows), more than a small draw computes.
+
+What this module does instead. :func:`debug_check` binds ``jaxdp_debug_check``,
+a primitive with no outputs and no effects:
+
+* **plain jit / vmap / grad**: it lowers to nothing, so the compiled program
+  has no effect and keeps the fast path;
+* **under ``checkify.checkify``**: a rule registered in checkify's table turns
+  it into exactly the ``FailedCheckError`` that ``checkify.debug_check`` would
+  have added (same message, same formatted values, reported for
+  ``checkify.user_checks``), through ``jit``, ``vmap``, ``scan``, ``cond``,
+  ``while_loop`` and ``grad``;
+* **dead-code elimination** keeps it (as it keeps an effectful equation), so
+  ``checkify(grad(f))`` still sees the checks of ``f``.
+
+The checkify rule needs ``jax._src.checkify`` (checkify has no public way to
+register a rule for a primitive). If that module's names are missing (a JAX
+that moved them), :func:`debug_check` falls back to ``checkify.debug_check``:
+the checks are still reported, and only the fast path is lost. The tests pin
+both halves: jaxdp's jitted programs have no effects, and every check is
+reported under ``checkify``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax.numpy as jnp
+from jax import tree_util
+from jax.experimental import checkify
+
+from ._typing import Array
+
+
+def _fallback(pred: Any, msg: str, *fmt_args: Any, **fmt_kwargs: Any) -> None:
+    checkify.debug_check(pred, msg, *fmt_args, **fmt_kwargs)
+
+
+def _build_primitive():
+    """The primitive and its rules, or ``None`` if this JAX lacks a name we need."""
+    try:
+        from jax._src import checkify as checkify_internals
+        from jax.extend.core import Primitive
+        from jax.interpreters import ad, batching, mlir
+        from jax.interpreters import partial_eval as pe
+
+        error_checks = checkify_internals.error_checks
+        failed_check_error = checkify_internals.FailedCheckError
+        get_traceback = checkify_internals.get_traceback
+        assert_func = checkify_internals.assert_func
+        init_error = checkify_internals.init_error
+        discharge = checkify_internals.check_discharge_rule
+        bdim_at_front = batching.bdim_at_front
+    except (ImportError, AttributeError):  # pragma: no cover - depends on the JAX release
+        return None
+
+    check_p = Primitive("jaxdp_debug_check")
+    check_p.multiple_results = True  # zero results
+    check_p.def_impl(lambda *args, **params: [])
+    check_p.def_abstract_eval(lambda *args, **params: [])
+    mlir.register_lowering(check_p, lambda ctx, *args, **params: [])
+
+    def jvp(primals, tangents, **params):
+        del tangents  # a check has no derivative; it checks the primal values
+        return check_p.bind(*primals, **params), []
+
+    ad.primitive_jvps[check_p] = jvp
+
+    def batch(args, dims, **params):
+        # Reduce the batch at once, as checkify's own check does: the check passes
+        # when every member passes, and reports the first member that fails.
+        size = next(a.shape[d] for a, d in zip(args, dims, strict=True) if d is not None)
+        pred, *fmt = (bdim_at_front(a, d, size) for a, d in zip(args, dims, strict=True))
+        first_failure = jnp.argmin(pred)
+        return check_p.bind(jnp.all(pred), *(f[first_failure] for f in fmt), **params), []
+
+    batching.primitive_batchers[check_p] = batch
+
+    def keep(used_outputs, eqn):
+        del used_outputs  # a check has no outputs but must survive to checkify
+        return [True] * len(eqn.invars), eqn
+
+    pe.dce_rules[check_p] = keep
+
+    def checkify_rule(error, enabled_errors, pred, *fmt_flat, msg, fmt_tree):
+        fmt_args, fmt_kwargs = tree_util.tree_unflatten(fmt_tree, fmt_flat)
+        failure = failed_check_error(get_traceback(), msg, *fmt_args, **fmt_kwargs)
+        new_error = assert_func(init_error, jnp.logical_not(pred), failure)
+        flat, tree = tree_util.tree_flatten(new_error)
+        return discharge(error, enabled_errors, *flat, err_tree=tree, debug=True)
+
+    error_checks[check_p] = checkify_rule
+    return check_p
+
+
+_CHECK_P = _build_primitive()
+
+
+def debug_check(pred: Array | bool, msg: str, *fmt_args: Any, **fmt_kwargs: Any) -> None:
+    """Like :func:`jax.experimental.checkify.debug_check`, but free under plain ``jit``.
+
+    Args:
+      pred: a scalar bool; the check fails where it is False.
+      msg: the error message, formatted with ``fmt_args`` and ``fmt_kwargs``
+        (``"{}"`` placeholders) when the check fails.
+      *fmt_args: arrays whose values the message shows.
+      **fmt_kwargs: named arrays whose values the message shows.
+    """
+    if _CHECK_P is None:  # pragma: no cover - depends on the JAX release
+        _fallback(pred, msg, *fmt_args, **fmt_kwargs)
+        return
+    pred = jnp.asarray(pred)
+    if pred.shape != () or pred.dtype != jnp.bool_:
+        raise TypeError(f"debug_check takes a scalar bool predicate, got {pred}")
+    flat, tree = tree_util.tree_flatten((fmt_args, fmt_kwargs))
+    _CHECK_P.bind(pred, *map(jnp.asarray, flat), msg=msg, fmt_tree=tree)

@@ -327,6 +327,39 @@ def _train_step(private: bool) -> Callable[..., Any]:
     return step
 
 
+def c4_one_small_call(n: int = 10, s: int = 2) -> list[Pair]:
+    """The smallest call (two draws over ten scores, jitted) against
+    ``jax.random.categorical`` on the same logits: what a call costs beyond its
+    kernel. Programs with an effect (such as a ``checkify.debug_check``) lose JAX's
+    C++ dispatch and pay about 100 us here; jaxdp's checks leave none."""
+    scores = _row(n, 17)
+    args = lambda: (jax.random.key(0), jnp.asarray(scores))  # noqa: E731
+
+    def em(k, x):
+        return jaxdp.exponential(k, x, epsilon=EPS, sensitivity=DELTA, shape=(s,))
+
+    def categorical(k, x):
+        return jax.random.categorical(k, x * (EPS / (2 * DELTA)), shape=(s,))
+
+    return [
+        Pair(
+            f"c4_one_small_call_exponential_vs_categorical_n{_fmt(n)}_s{_fmt(s)}",
+            "C4",
+            "jaxdp.exponential, one jitted call, S draws",
+            "jax.random.categorical, one jitted call, S draws",
+            n,
+            s,
+            1,
+            _jit(em, args),
+            _jit(categorical, args),
+            "slowdown",
+            None,
+            None,
+            f"one small call: exponential / categorical time, n={_fmt(n)} S={_fmt(s)}",
+        )
+    ]
+
+
 def c5_compile(rows: int, n: int) -> list[Pair]:
     """Compile time: exponential on (rows, n), one draw per row, against the hand-written
     per-row inverse CDF; a training step with ``private_quantile`` against it without."""
@@ -414,6 +447,7 @@ def pairs(mode_name: str) -> list[Pair]:
         + c2_epsilon_grid(*z["c2"])
         + c3_two_consumers(*z["c3"])
         + c4_small_draws(z["c4"])
+        + c4_one_small_call()
         + c5_compile(*z["c5"])
         + c6_noise_samplers(*z["c6"])
     )

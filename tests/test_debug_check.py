@@ -150,6 +150,8 @@ WRAPPERS = {
         lambda x: jax.lax.while_loop(lambda c: c[1] < 1, lambda c: (f(c[0]), c[1] + 1), (x, 0))[0]
     ),
     "grad": lambda f: jax.grad(lambda x: f(x).sum()),
+    "grad_of_checkpoint": lambda f: jax.grad(lambda x: jax.checkpoint(f)(x).sum()),
+    "hessian": lambda f: jax.hessian(lambda x: f(x).sum()),
     "jit_of_vmap_of_jit": lambda f: jax.jit(jax.vmap(jax.jit(f))),
 }
 
@@ -187,3 +189,26 @@ def test_debug_check_is_a_no_op_outside_checkify():
 def test_debug_check_refuses_a_non_scalar_predicate():
     with pytest.raises(TypeError, match="scalar bool predicate"):
         debug_check(X > 0, "x must be > 0")
+
+
+def test_debug_check_reports_under_shard_map_as_checkify_does():
+    mesh = jax.make_mesh((1,), ("d",))
+    spec = jax.sharding.PartitionSpec("d")
+    bad = jax.device_put(BAD, jax.sharding.NamedSharding(mesh, spec))
+
+    def reference(x):
+        checkify.debug_check(jnp.all(x > 0), "x must be > 0, got {}", x)
+        return x * 2.0
+
+    messages = []
+    for f in (_positive, reference):
+        g = jax.jit(jax.shard_map(f, mesh=mesh, in_specs=spec, out_specs=spec))
+        err, _ = checkify.checkify(g, errors=checkify.user_checks)(bad)
+        messages.append(str(err.get()))
+    assert "x must be > 0, got [ 1. -2.  3.]" in messages[0]
+    assert messages[0] == messages[1]
+
+
+def test_a_jitted_check_exports_and_runs():
+    exported = jax.export.export(jax.jit(_positive))(X)
+    np.testing.assert_array_equal(exported.call(BAD), 2.0 * BAD)

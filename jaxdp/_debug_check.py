@@ -42,10 +42,6 @@ from jax.experimental import checkify
 from ._typing import Array
 
 
-def _fallback(pred: Any, msg: str, *fmt_args: Any, **fmt_kwargs: Any) -> None:
-    checkify.debug_check(pred, msg, *fmt_args, **fmt_kwargs)
-
-
 def _build_primitive():
     """The primitive and its rules, or ``None`` if this JAX lacks a name we need."""
     try:
@@ -117,7 +113,7 @@ def debug_check(pred: Array | bool, msg: str, *fmt_args: Any, **fmt_kwargs: Any)
       **fmt_kwargs: named arrays whose values the message shows.
     """
     if _CHECK_P is None:  # pragma: no cover - depends on the JAX release
-        _fallback(pred, msg, *fmt_args, **fmt_kwargs)
+        checkify.debug_check(pred, msg, *fmt_args, **fmt_kwargs)
         return
     pred = jnp.asarray(pred)
     if pred.shape != () or pred.dtype != jnp.bool_:

@@ -6,16 +6,18 @@ per-round ratios; the variants are chosen by overriding the constant for this
 backend's kind inside this process (``jaxdp._tuning``'s tables), never by
 calling anything else than the public samplers. Rows:
 
-* ``alias_b<B>_n<n>_s<S>``: ``exponential(method="inverse_cdf")`` with the alias
-  table forced on against the descent forced on, ``S`` draws for each of ``B``
-  rows: where the table pays (``ALIAS_DRAWS_PER_COLUMN``, ``ALIAS_ROWS``).
+* ``layout_b<B>_n<n>_s<S>``: ``exponential(method="inverse_cdf")`` with each
+  layout of the categorical kernel forced on (the descent, the alias table, the
+  hybrid), ``S`` draws for each of ``B`` rows, the hybrid timed against each of
+  the other two: where each layout pays (``HYBRID``, ``ALIAS_DRAWS_PER_COLUMN``).
 * ``race_chunk_<c>_b<B>_n<n>_s<S>``: Laplace ``report_noisy_max`` (always the race) with
   ``RACE_CHUNK`` = ``c`` against the current value (``RACE_CHUNK``).
 * ``table_chunk_<c>_n<n>``: the permute-and-flip table with ``TABLE_CHUNK`` =
   ``c`` against the current value (``TABLE_CHUNK``).
-* ``race_variate_ns``, ``table_cost``, ``descent_draw_cost``, ``alias_draw_cost``:
-  the cost model of the tabulated noisy max, in units of one race variate
-  (``TABLE_COST``, ``KERNEL_DRAW_COST``, ``ALIAS_DRAW_COST``).
+* ``race_variate_ns``, ``table_cost``, ``descent_draw_cost``, ``alias_draw_cost``,
+  ``hybrid_draw_cost``: the cost model of the tabulated noisy max, in units of
+  one race variate (``TABLE_COST``, ``KERNEL_DRAW_COST``, ``ALIAS_DRAW_COST``,
+  ``HYBRID_DRAW_COST``).
 
 Writes ``tuning_<quick|full>.json`` under ``./jaxdp-results/<machine>/`` (or
 ``--out``; ``--update-committed``: ``benchmarks/results/<machine>/``).
@@ -44,17 +46,24 @@ from ._timing import compiled_call, time_interleaved
 
 GRID = {
     "quick": {
-        "alias": [(1, 256, (1, 4)), (256, 64, (1, 4))],
+        "layout": [(1, 1000, (0.25, 1, 4)), (256, 64, (1, 4))],
         "race": [(1, 1000, 1 << 14), (1024, 1000, 1)],
         "chunks": (1 << 16, 1 << 20),
         "table_n": (512,),
     },
     "full": {
         # (rows B, candidates n, draws per row as multiples of the N = 2**ceil(log2 n) columns)
-        "alias": [
+        "layout": [
+            (1, 32, (0.25, 1)),
+            (1, 100, (1 / 16, 0.25, 1, 4)),
             (1, 256, (0.25, 1, 2, 4, 8)),
+            (1, 512, (0.25, 1, 2)),
+            (1, 1000, (1 / 16, 0.25, 1, 2, 4, 8)),
             (1, 4096, (0.25, 1, 2, 4, 8)),
-            (1, 65536, (1, 2, 4, 8)),
+            (1, 10000, (1 / 16, 0.25, 1, 4)),
+            (1, 65536, (0.25, 1, 2, 4, 8)),
+            (2, 1000, (0.25, 1)),
+            (4, 1000, (0.25, 1, 4)),
             (16, 1024, (0.25, 1, 2, 4, 8)),
             (256, 256, (0.25, 1, 2, 4)),
             (1024, 32, (0.25, 1, 2, 4, 8)),
@@ -97,9 +106,32 @@ def _scores(b: int, n: int) -> jax.Array:
     return jnp.asarray(np.random.default_rng(n).normal(size=(b, n)) * 3.0, jnp.float32)
 
 
-def alias_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
+#: Overrides of ``jaxdp._tuning``'s tables that force each layout of the
+#: categorical kernel (:func:`jaxdp._tuning.layout`) for every size.
+NO_HYBRID = {"max_rows": 0, "min_n": 0, "lo": 0.0, "hi": 0.0}
+FORCE = {
+    "descent": ((_tuning.ALIAS_MIN_DRAWS, 1 << 62), (_tuning.HYBRID, NO_HYBRID)),
+    "alias": (
+        (_tuning.ALIAS_MIN_DRAWS, 1),
+        (_tuning.ALIAS_DRAWS_PER_COLUMN, ((1, 0.0),)),
+        (_tuning.HYBRID, NO_HYBRID),
+    ),
+    "hybrid": ((_tuning.HYBRID, {"max_rows": 1 << 62, "min_n": 0, "lo": 0.0, "hi": 1e300}),),
+}
+
+
+def forced(how: str, fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:
+    """``fn(*args)`` compiled with the categorical kernel's layout forced to ``how``."""
+    with contextlib.ExitStack() as stack:
+        for table, value in FORCE[how]:
+            stack.enter_context(override(table, value))
+        return _call(fn, *args)
+
+
+def layout_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
+    """The three layouts of the categorical kernel, each timed against the hybrid."""
     rows = []
-    for b, n, multiples in grid["alias"]:
+    for b, n, multiples in grid["layout"]:
         columns = 2 ** max(2, int(np.ceil(np.log2(n))))
         for m in multiples:
             s = max(1, int(m * columns))
@@ -110,24 +142,29 @@ def alias_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
                     k, x, epsilon=1.0, sensitivity=1.0, shape=(s, b), method="inverse_cdf"
                 )
 
-            with (
-                override(_tuning.ALIAS_MIN_DRAWS, 1),
-                override(_tuning.ALIAS_DRAWS_PER_COLUMN, ((1, 0.0),)),
-            ):
-                alias = _call(fn, jax.random.key(0), x)
-            with override(_tuning.ALIAS_MIN_DRAWS, 1 << 62):
-                descent = _call(fn, jax.random.key(0), x)
-            r = _pair(alias, descent, repeats)
+            calls = {how: forced(how, fn, jax.random.key(0), x) for how in FORCE}
+            vs_descent = _pair(calls["hybrid"], calls["descent"], repeats)
+            vs_alias = _pair(calls["hybrid"], calls["alias"], repeats)
+            times = {
+                "hybrid": statistics.median([vs_descent["a_s"], vs_alias["a_s"]]),
+                "descent": vs_descent["b_s"],
+                "alias": vs_alias["b_s"],
+            }
+            name = f"layout_b{b}_n{n}_s{s}"
+            chosen = _tuning.layout(n, s, num_rows=b)
             rows.append(
-                {"name": f"alias_b{b}_n{n}_s{s}", "constant": "ALIAS_DRAWS_PER_COLUMN",
+                {"name": name, "constant": "HYBRID, ALIAS_DRAWS_PER_COLUMN",
                  "b": b, "n": n, "s": s, "draws_per_column": s / columns,
-                 "alias_s": r["a_s"], "descent_s": r["b_s"], "alias_over_descent": r["ratio"],
-                 "chosen": "alias" if _tuning.use_alias(n, s, num_rows=b) else "descent"}
+                 **{f"{how}_s": t for how, t in times.items()},
+                 "hybrid_over_descent": vs_descent["ratio"],
+                 "hybrid_over_alias": vs_alias["ratio"],
+                 "fastest": min(times, key=times.get), "chosen": chosen}
             )  # fmt: skip
             print(
-                f"| alias_b{b}_n{n}_s{s} | S/N = {s / columns:g} | alias {r['a_s'] * 1e3:.3g} ms"
-                f" | descent {r['b_s'] * 1e3:.3g} ms | alias/descent {r['ratio']:.2f} | "
-                f"rule picks {rows[-1]['chosen']} |",
+                f"| {name} | S/N = {s / columns:g} | descent {times['descent'] * 1e3:.3g} ms"
+                f" | alias {times['alias'] * 1e3:.3g} ms | hybrid {times['hybrid'] * 1e3:.3g} ms"
+                f" | hybrid/descent {vs_descent['ratio']:.2f} | hybrid/alias "
+                f"{vs_alias['ratio']:.2f} | rule picks {chosen} |",
                 flush=True,
             )
     return rows
@@ -218,21 +255,20 @@ def cost_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
                      "value": t / (m * m) / variate, "n": m})  # fmt: skip
     w = jnp.exp(_scores(1, n))
 
-    def draws(num: int) -> Callable[[], Any]:
-        return _call(lambda k, w: _descent.sample(k, w, num)[0], key, w)
+    def draws(how: str, num: int) -> Callable[[], Any]:
+        return forced(how, lambda k, w: _descent.sample(k, w, num)[0], key, w)
 
-    for label, constant, few, many, value in (
-        ("descent_draw_cost", "KERNEL_DRAW_COST", 1 << 8, 1 << 14, 1 << 62),
-        ("alias_draw_cost", "ALIAS_DRAW_COST", 1 << 16, 1 << 20, 1),
+    for how, constant, few, many in (
+        ("descent", "KERNEL_DRAW_COST", 1 << 8, 1 << 14),
+        ("alias", "ALIAS_DRAW_COST", 1 << 16, 1 << 20),
+        ("hybrid", "HYBRID_DRAW_COST", 1 << 12, 1 << 16),
     ):
-        with (
-            override(_tuning.ALIAS_MIN_DRAWS, value),
-            override(_tuning.ALIAS_DRAWS_PER_COLUMN, ((1, 0.0),)),
-        ):
-            t_few, t_many, _ = time_interleaved(draws(few), draws(many), repeats=repeats,
-                                                budget_s=4.0)  # fmt: skip
+        t_few, t_many, _ = time_interleaved(draws(how, few), draws(how, many), repeats=repeats,
+                                            budget_s=4.0)  # fmt: skip
         per_draw = (min(t_many) - min(t_few)) / (many - few)
-        rows.append({"name": label, "constant": constant, "value": per_draw / variate, "n": n})
+        rows.append(
+            {"name": f"{how}_draw_cost", "constant": constant, "value": per_draw / variate, "n": n}
+        )
     for r in rows:
         print(f"| {r['name']} | {r['constant']} | {r['value']:.3g} |", flush=True)
     return rows
@@ -243,7 +279,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true", help="a few points of each sweep")
     p.add_argument(
         "--only",
-        choices=("alias", "race_chunk", "table_chunk", "costs"),
+        choices=("layout", "race_chunk", "table_chunk", "costs"),
         action="append",
         help="run only these sections (repeatable; default: all)",
     )
@@ -262,7 +298,7 @@ def run(args: argparse.Namespace) -> int:
     grid = GRID[mode]
     repeats = 4 if args.quick else 8
     sections = {
-        "alias": alias_rows,
+        "layout": layout_rows,
         "race_chunk": race_chunk_rows,
         "table_chunk": table_chunk_rows,
         "costs": cost_rows,

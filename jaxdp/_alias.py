@@ -1,8 +1,8 @@
 """Many draws from one row: an alias table built in exact fixed point, drawn with 64 bits.
 
 When a row is drawn from many times (``S`` draws per row, ``S`` large against
-the row's ``n``), the per-draw work of the descent (:mod:`jaxdp._descent`: a
-16-lane gather, a sorting network and a 64-bit uniform per level) dominates.
+the row's ``n``), the per-draw work of the descent (:mod:`jaxdp._descent`: an
+8-lane gather, a sorting network and a 64-bit uniform per level) dominates.
 An alias table (Walker 1977; Vose 1991) makes every draw O(1): a uniform column
 ``j`` of ``N = 2**b >= n`` columns and one comparison of a uniform against the
 column's threshold ``tau_j``, returning ``j`` below it and ``alias_j`` above.
@@ -50,7 +50,8 @@ relative error, :func:`guarantee` the result.
 Cost. Per row: a double-float pass, two exact prefix sums and two binary
 searches over ``N`` entries (``O(N log N)``, no sort). Per draw: one threefry
 block (two 32-bit words), two gathers and two compares, against the descent's
-two to six levels of sixteen lanes.
+two to seven levels of eight lanes. The hybrid layout of
+:mod:`jaxdp._descent` builds this table over the descent's leaf blocks.
 """
 
 from __future__ import annotations

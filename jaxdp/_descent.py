@@ -1,5 +1,6 @@
 """The sound categorical kernel: weights exact to a few ulp, drawn by a sorted descent
-(few draws per row) or an alias table (many, :mod:`jaxdp._alias`).
+(few draws per row), an alias table (many, :mod:`jaxdp._alias`) or the hybrid of
+the two (one row drawn about once per outcome: :func:`layout`).
 
 Every finite-range draw of jaxdp that is not a noisy argmax goes through
 :func:`sample`: ``exponential`` (``"inverse_cdf"`` and ``"auto"``),
@@ -272,12 +273,17 @@ def descend(
     tables: list[tuple[Array, Array]],
     num_draws: int,
     leaf_weights: Callable[[Array, Array], Array] | None = None,
+    start: Array | None = None,
 ) -> Array:
     """``(num_draws, R)`` indices drawn with probability ∝ the level-0 weights.
 
     ``leaf_weights(block, rows)``, when given, turns the gathered level-0 entries
     (then scores, not weights) of shape ``(num_draws, R, K)`` into their weights:
     so that the ``(R, n)`` weights are never written to memory.
+
+    ``start`` ``(num_draws, R)``, when given, are the nodes the draws start from,
+    one level above the top table (the hybrid layout: blocks drawn from an alias
+    table, then ``tables = [leaves]``); without it every draw starts at the root.
 
     The levels run in one loop (a ``lax.scan`` over the level keys, top first),
     whose carry ``node`` is materialised at every level: unrolled, XLA:CPU duplicated each level's
@@ -326,49 +332,72 @@ def descend(
     # tables and the keys, so that under shard_map it varies like the body's
     # output. A scan over the level keys, not an index into them inside the loop:
     # JAX's key-reuse checker sees each used once.
-    top = tables[-1][0][:, 0]
-    data = jax.random.key_data(keys)
-    root = jnp.where(top == top, 0, 0) + jnp.where(data[0, 0] == data[0, 0], 0, 0)
-    node = jnp.broadcast_to(root.astype(jnp.int32), (num_draws, num_rows))
+    if start is None:
+        top = tables[-1][0][:, 0]
+        data = jax.random.key_data(keys)
+        root = jnp.where(top == top, 0, 0) + jnp.where(data[0, 0] == data[0, 0], 0, 0)
+        node = jnp.broadcast_to(root.astype(jnp.int32), (num_draws, num_rows))
+    else:
+        node = start
     return jax.lax.scan(
         lambda node, xs: (body(xs[0], xs[1], node), None), node, (jnp.arange(levels), keys)
     )[0]
 
 
-def uses_alias(n: int, num_draws: int, num_rows: int = 1) -> bool:
-    """Whether :func:`sample` draws ``num_draws`` per row of ``n`` (``num_rows`` rows)
-    by an alias table (:mod:`jaxdp._alias`: ``O(N log N)`` per row, ``O(1)`` per
-    draw) rather than by the descent (``O(n)`` per row, ``O(log n)`` gathers of ``K``
-    lanes per draw): :func:`jaxdp._tuning.use_alias`."""
-    return _tuning.use_alias(n, num_draws, num_rows=num_rows)
+def layout(n: int, num_draws: int, num_rows: int = 1) -> str:
+    """How :func:`sample` draws ``num_draws`` per row of ``n`` (``num_rows`` rows):
+    :func:`jaxdp._tuning.layout`.
+
+    * ``"descent"``: ``O(n)`` per row, then per draw one ``K``-lane choice per level;
+    * ``"alias"``: an alias table over the ``N = 2**b >= n`` outcomes
+      (:mod:`jaxdp._alias`: ``O(N log N)`` per row, ``O(1)`` per draw);
+    * ``"hybrid"``: an alias table over the leaves' blocks of ``K`` (a ``K``-th of
+      the table), then the descent's last level within the drawn block.
+    """
+    return _tuning.layout(n, num_draws, num_rows=num_rows)
 
 
-def _sample_descent(
+def _row_ok(blocks: Array) -> Array:
+    total = jnp.sum(blocks, axis=-1)  # any sum tells a positive, finite row
+    return jnp.isfinite(total) & (total > 0)
+
+
+def _sample_tree(
     key: PRNGKey,
     leaves: Array,
     blocks: Array,
     n: int,
     num_draws: int,
+    hybrid: bool,
     leaf_weights: Callable[[Array, Array], Array] | None = None,
 ) -> tuple[Array, Array]:
-    idx = descend(key, _tables(leaves, blocks, n), num_draws, leaf_weights)
-    total = jnp.sum(blocks, axis=-1)  # any sum tells a positive, finite row
-    ok = jnp.isfinite(total) & (total > 0)
-    return jnp.minimum(idx, n - 1), ok
+    """The descent (``hybrid`` False) or the hybrid layout over ``leaves`` (weights,
+    or scores turned into weights by ``leaf_weights``) and their block sums."""
+    if not hybrid:
+        idx = descend(key, _tables(leaves, blocks, n), num_draws, leaf_weights)
+        return jnp.minimum(idx, n - 1), _row_ok(blocks)
+    # The block is drawn from an alias table of the block sums, then the leaf by
+    # one level of the descent within it, with a key of its own.
+    key_block, key_leaf = jax.random.split(key)
+    block, _ = _alias.sample(key_block, blocks, num_draws)
+    leaf = (leaves, jnp.zeros((), leaves.dtype))
+    idx = descend(key_leaf, [leaf], num_draws, leaf_weights, start=block)
+    return jnp.minimum(idx, n - 1), _row_ok(blocks)
 
 
 def sample(key: PRNGKey, w: Array, num_draws: int) -> tuple[Array, Array]:
     """Draws for weights ``w`` ``(R, n)``: ``(num_draws, R)`` int32 indices and the
     rows' validity (a positive, finite total).
 
-    Many draws per row go through an alias table (:func:`uses_alias`), few through
-    the descent; both are sound (:func:`guarantee` bounds the two).
+    The layout (descent, alias table or hybrid) follows :func:`layout`; each is
+    sound and :func:`guarantee` bounds all three.
     """
     num_rows, n = w.shape
-    if uses_alias(n, num_draws, num_rows):
+    how = layout(n, num_draws, num_rows)
+    if how == "alias":
         return _alias.sample(key, w, num_draws)
     blocks = _leaf_block_sums(lambda cols: w[..., cols], n)
-    return _sample_descent(key, _pad_to(w, level_sizes(n)[0]), blocks, n, num_draws)
+    return _sample_tree(key, _pad_to(w, level_sizes(n)[0]), blocks, n, num_draws, how == "hybrid")
 
 
 def sample_scores(
@@ -376,20 +405,21 @@ def sample_scores(
 ) -> tuple[Array, Array]:
     """:func:`sample` of ``weights(scores, row_max, scale)`` (``scores`` ``(R, n)``,
     ``row_max`` and ``scale`` ``(R,)``), without writing the weights to memory
-    when the descent is used: its leaves' blocks are summed in the pass that
-    computes the weights, and a draw recomputes the weights of the 16 leaves it
-    looks at from the unpadded scores (the same expression; were XLA to round it
-    differently there, each is still within the weights' error of exact, which
-    :func:`guarantee` counts twice)."""
+    when the descent or the hybrid is used: its leaves' blocks are summed in the
+    pass that computes the weights, and a draw recomputes the weights of the
+    ``K`` leaves it looks at from the unpadded scores (the same expression; were
+    XLA to round it differently there, each is still within the weights' error
+    of exact, which :func:`guarantee` counts twice)."""
     num_rows, n = scores.shape
-    if uses_alias(n, num_draws, num_rows):
+    how = layout(n, num_draws, num_rows)
+    if how == "alias":
         return sample(key, weights(scores, row_max, scale), num_draws)
     blocks = _leaf_block_sums(lambda cols: weights(scores[:, cols], row_max, scale), n)
 
     def leaf_weights(block: Array, rows: Array) -> Array:
         return weights(block, row_max[rows], scale[rows])
 
-    return _sample_descent(key, scores, blocks, n, num_draws, leaf_weights)
+    return _sample_tree(key, scores, blocks, n, num_draws, how == "hybrid", leaf_weights)
 
 
 # ----------------------------------------------------------------------------- guarantee
@@ -400,14 +430,19 @@ def guarantee(
 ) -> tuple[float, float]:
     """The (ε', δ') of one draw of :func:`sample` for rows of ``n`` outcomes, when the
     exact mechanism is ε-DP with weights from :func:`weights` (SECURITY.md): the
-    larger of the descent's and (where it may be used) the alias table's.
+    largest of the descent's and (where they may be used) the alias table's and
+    the hybrid's, so that the choice of :func:`layout` never changes it.
 
     Descent: ``ε' = ε + 4 a`` with ``a = 2 (2 u_exp + 2u) + (K - 1) u + (L + 1)
     2**-23`` (the weights counted once when given rather than recomputed; ``u_exp =
     2u``; the leaves' float32 block sums; ``L + 1`` levels), and ``δ' = (L + 1) (K -
     1) 2**-40 + n e**-87`` (children of share below 2**-40, and weights below
     float32's normal range; ``e**-708`` in float64). Alias table:
-    :func:`jaxdp._alias.guarantee`, plus the same ``n e**-87``.
+    :func:`jaxdp._alias.guarantee`, plus the same ``n e**-87``. Hybrid: the
+    descent's with its ``L`` upper levels replaced by an alias table over the
+    ``ceil(n / K)`` block sums, ``a = 2 (2 u_exp + 2u) + (K - 1) u +
+    a_t(b_blocks) + 2**-23`` (:func:`jaxdp._alias.table_error`) and ``δ' =
+    δ_alias(b_blocks) + (K - 1) 2**-40 + n e**-87``.
     """
     u = float(np.finfo(dtype).eps) / 2
     levels = num_levels(n)
@@ -419,10 +454,20 @@ def guarantee(
     # sample_scores does, once when given as weights, as sample), the leaves'
     # float32 block sums ((K - 1) u), each level's choice.
     w_err = (12 if recomputed else 6) * u
+    tiny = n * math.exp(-87)
     a = w_err + (K - 1) * u * (levels > 1) + levels * 2.0**-23
-    delta = levels * (K - 1) * SHARE_FLOOR + n * math.exp(-87)
-    eps_d, delta_d = epsilon + 4 * a, delta
+    bounds = [(epsilon + 4 * a, levels * (K - 1) * SHARE_FLOOR + tiny)]
     if _alias.log2_columns(n) > _alias.MAX_LOG2_COLUMNS:
-        return eps_d, delta_d
+        return bounds[0]
     eps_a, delta_a = _alias.guarantee(n, epsilon, 6 * u)
-    return max(eps_d, eps_a), max(delta_d, delta_a + n * math.exp(-87))
+    bounds.append((eps_a, delta_a + tiny))
+    if n > K:  # the hybrid needs two blocks at least (jaxdp._tuning.layout)
+        # The hybrid: a table over the blocks (float32 sums of K weights, within
+        # (K - 1) u), then one choice among the block's K recomputed weights.
+        num_blocks = -(-n // K)
+        b = _alias.log2_columns(num_blocks)
+        a = w_err + (K - 1) * u + _alias.table_error(b) + 2.0**-23
+        eps_h = epsilon + 4 * a
+        delta_h = (1 + math.exp(eps_h)) * 2.0 ** -(60 - b) + (K - 1) * SHARE_FLOOR + tiny
+        bounds.append((eps_h, delta_h))
+    return max(e for e, _ in bounds), max(d for _, d in bounds)

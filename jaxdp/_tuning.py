@@ -36,7 +36,7 @@ may be lowered for a platform other than the default one (``jax.export``, a CPU
 device on a GPU host), the kernel goes through :func:`staged`, which stages one
 program per kind with :func:`jax.lax.platform_dependent`; the compiler only ever
 sees the branch of the platform it compiles for. The rules that choose between
-kernels (:func:`choose_method`, :func:`use_alias`, :func:`use_table`,
+kernels (:func:`choose_method`, :func:`layout`, :func:`use_table`,
 :func:`selection_block`) give the same answer on both kinds today, so reading the
 default backend is exact for them; a rule made to differ must be staged too.
 
@@ -118,19 +118,22 @@ def table_chunk(platform: str | None = None) -> int:
 
 #: The alias table is built when each row gets at least ``c * N`` draws, ``N =
 #: 2**b >= n`` its columns and ``c`` the draws per column of the last ``(rows,
-#: c)`` entry whose ``rows`` the call reaches. Trades the table's construction
-#: (two exact fixed-point prefix sums and two binary searches over the columns)
-#: against the descent's per-draw walk (a K-lane gather, a sorting network and
-#: a 64-bit uniform per level; dearer per draw for many rows, whose levels no
-#: longer stay in cache), which the table replaces by O(1) work. CPU: ``python
-#: -m benchmarks tuning --only alias`` (rows ``alias_b<B>_n<n>_s<S>``: since
-#: the table is built in exact fixed point the two cross below one draw per
-#: column for 1 to 1024 rows, table/descent 0.58-0.96 at one draw per column,
-#: 1.4-2.5 at a quarter, in ``benchmarks/results/cpu-2core-amd-epyc/
-#: alias-fixed-point/``; with the double-float build they crossed between 3
-#: and 8). GPU (unmeasured): the CPU values; neither kernel serialises (the
-#: descent's levels are at most 8 loop steps, the table's searches ``b + 1``).
-ALIAS_DRAWS_PER_COLUMN = {"cpu": ((1, 1.0),), "gpu": ((1, 1.0),)}
+#: c)`` entry whose ``rows`` the call reaches (where :data:`HYBRID` does not take
+#: the call first). Trades the table's construction (two exact fixed-point
+#: prefix sums and two binary searches over the columns) against the descent's
+#: per-draw walk (a K-lane gather, a sorting network and a 64-bit uniform per
+#: level; dearer per draw for many rows, whose levels no longer stay in cache),
+#: which the table replaces by O(1) work. CPU: ``python -m benchmarks tuning
+#: --only layout`` (rows ``layout_b<B>_n<n>_s<S>`` in ``benchmarks/results/
+#: cpu-2core-amd-epyc/layout/``): one row of 32-512 outcomes takes the table
+#: from a quarter draw per column (table/descent 0.70-1.08 there, 0.43-0.61 at
+#: one draw per column); with 2 to 1024 rows the table wins from one draw per
+#: column (table/descent 0.25-0.91 there) and at a quarter ties with 2-4 rows
+#: (0.87-0.95) and loses with 16 or more (2.3-4.1; also in
+#: ``alias-fixed-point/``, the rows ``alias_b<B>_n<n>_s<S>`` of the section's
+#: earlier name). GPU (unmeasured): the CPU values; neither kernel serialises
+#: (the descent's levels are at most 8 loop steps, the table's searches ``b + 1``).
+ALIAS_DRAWS_PER_COLUMN = {"cpu": ((1, 0.25), (2, 1.0)), "gpu": ((1, 0.25), (2, 1.0))}
 
 #: Fewest draws per row for which the alias table is considered at all (below
 #: it the descent's few levels are cheaper than any table). GPU: the CPU value.
@@ -139,7 +142,7 @@ ALIAS_MIN_DRAWS = {"cpu": 8, "gpu": 8}
 
 def use_alias(n: int, num_draws: int, platform: str | None = None, num_rows: int = 1) -> bool:
     """Alias table (rather than the descent) for ``num_draws`` draws per row of ``n``,
-    ``num_rows`` rows.
+    ``num_rows`` rows, before the hybrid is considered (:func:`layout`).
 
     Both are sound; :func:`jaxdp._descent.guarantee` states the larger of their
     bounds wherever the table may be used, so this choice never changes it.
@@ -150,6 +153,50 @@ def use_alias(n: int, num_draws: int, platform: str | None = None, num_rows: int
         return False
     per_column = [c for rows, c in ALIAS_DRAWS_PER_COLUMN[k] if num_rows >= rows][-1]
     return num_draws >= max(ALIAS_MIN_DRAWS[k], per_column * 2**b)
+
+
+#: The hybrid layout (an alias table over the descent's leaf blocks of ``K``, then
+#: the descent's last level) is used for at most ``max_rows`` rows of at least
+#: ``min_n`` outcomes when ``lo N <= draws per row < hi N``, ``N = 2**b >= n``
+#: the full table's columns. It builds a table a ``K``-th the size of the full
+#: one and pays one ``K``-lane choice per draw, so it wins where the full table's
+#: build is not yet repaid and the descent's levels cost more than one. CPU:
+#: ``python -m benchmarks tuning --only layout`` (rows ``layout_b<B>_n<n>_s<S>``,
+#: in ``benchmarks/results/cpu-2core-amd-epyc/layout/``): one row of 1000 to
+#: 65536 outcomes drawn from a quarter to two times per column, hybrid/best
+#: other 0.44-1.0 (it ties the table at n = 1000 and two draws per column); at
+#: four it ties or beats the table (0.76-1.09), at eight it loses (1.34-2.01);
+#: below 1000 outcomes the table wins (hybrid/table 1.19-2.1 at 256 and 512).
+#: With 2 or 4 rows it beats both at a quarter draw per column (0.64-0.79) but
+#: loses to the table at one; with 16 rows or more it loses everywhere (the
+#: explicit rows' gathers), hence one row (a ``vmap`` over rows traces one).
+#: GPU (unmeasured): the CPU values.
+HYBRID = {
+    "cpu": {"max_rows": 1, "min_n": 1000, "lo": 0.25, "hi": 4.0},
+    "gpu": {"max_rows": 1, "min_n": 1000, "lo": 0.25, "hi": 4.0},
+}
+
+
+def layout(n: int, num_draws: int, platform: str | None = None, num_rows: int = 1) -> str:
+    """``"descent"``, ``"hybrid"`` or ``"alias"``: how :func:`jaxdp._descent.sample`
+    draws ``num_draws`` per row of ``n``, ``num_rows`` rows (static sizes only).
+
+    All three are sound and :func:`jaxdp._descent.guarantee` states the largest of
+    their bounds, so this choice never changes it. The hybrid needs at least two
+    blocks (``n > K``) and a full table within :data:`jaxdp._alias.MAX_LOG2_COLUMNS`.
+    """
+    k = kind(platform)
+    b = _alias.log2_columns(n)
+    h = HYBRID[k]
+    if (
+        b <= _alias.MAX_LOG2_COLUMNS
+        and n > 8
+        and n >= h["min_n"]
+        and num_rows <= h["max_rows"]
+        and h["lo"] * 2**b <= num_draws < h["hi"] * 2**b
+    ):
+        return "hybrid"
+    return "alias" if use_alias(n, num_draws, platform, num_rows) else "descent"
 
 
 # ----------------------------------------------------------------------------- tabulated noisy max
@@ -181,6 +228,14 @@ KERNEL_DRAW_COST = {"cpu": 35.0, "gpu": 35.0}
 #: value (unmeasured).
 ALIAS_DRAW_COST = {"cpu": 2.0, "gpu": 2.0}
 
+#: The same for a draw of the hybrid layout (an alias-table draw over the blocks,
+#: then one level of the descent): same command, row ``hybrid_draw_cost`` (14.0
+#: in ``costs-hybrid/``, 12.9 in a quick run; rounded up; the same run has the
+#: descent at 31 and the table at 1.19). GPU: the CPU value (unmeasured).
+HYBRID_DRAW_COST = {"cpu": 15.0, "gpu": 15.0}
+
+_DRAW_COST = {"descent": KERNEL_DRAW_COST, "alias": ALIAS_DRAW_COST, "hybrid": HYBRID_DRAW_COST}
+
 
 def use_table(noise: str, draws_per_row: int, n: int, platform: str | None = None) -> bool:
     """Whether the noisy max of ``noise`` is drawn by tabulating its law once per row
@@ -191,8 +246,7 @@ def use_table(noise: str, draws_per_row: int, n: int, platform: str | None = Non
     table. Both paths are sound; each docstring states both guarantees."""
     k = kind(platform)
     race = draws_per_row * n
-    alias = use_alias(n, draws_per_row, platform)
-    per_draw = (ALIAS_DRAW_COST if alias else KERNEL_DRAW_COST)[k]
+    per_draw = _DRAW_COST[layout(n, draws_per_row, platform)][k]
     if noise == "gumbel":
         return draws_per_row > 1 and race >= per_draw * draws_per_row + 4 * n
     if noise == "exponential":

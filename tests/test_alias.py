@@ -163,8 +163,9 @@ def test_alias_law_every_width(n, monkeypatch):
     draws = max(200_000, n // 2)
     # The table at every width, with fewer draws than the rule asks for at the largest.
     monkeypatch.setitem(_tuning.ALIAS_DRAWS_PER_COLUMN, "cpu", ((1, 0.0),))
+    monkeypatch.setitem(_tuning.HYBRID, "cpu", dict(_tuning.HYBRID["cpu"], max_rows=0))
     jax.clear_caches()
-    assert _tuning.use_alias(n, draws)
+    assert _tuning.layout(n, draws) == "alias"
     key = jax.random.key(n)
     r = jaxdp.exponential(key, scores, epsilon=eps, sensitivity=1.0, shape=(draws,))
     r = np.asarray(r)
@@ -222,18 +223,34 @@ def test_alias_edge_rows():
 # ----------------------------------------------------------------------------- dispatch
 
 
-def test_dispatch_enumerates_both_paths():
-    """Both kernels are reachable and each is chosen where its cost is lower:
-    few draws per row (or rows past 2**20) take the descent, many the table."""
+def test_dispatch_enumerates_every_layout():
+    """The three layouts are reachable and each is chosen where its cost is lower:
+    few draws per row (or rows past 2**20) take the descent, many the table, and
+    one row of at least 1000 outcomes drawn a quarter to four times per column
+    the hybrid."""
+    layout = _tuning.layout
+    assert layout(1000, 1) == "descent"
+    assert layout(1000, 255) == "descent"
+    assert layout(1000, 256) == "hybrid"  # a quarter of N = 1024
+    assert layout(1000, 4095) == "hybrid"
+    assert layout(1000, 4096) == "alias"
+    assert layout(1000, 1024, num_rows=2) == "alias"  # the hybrid is for one row
+    assert layout(1000, 256, num_rows=2) == "descent"
+    assert layout(999, 1024) == "alias"  # below 1000 outcomes the table takes it
+    assert layout(100, 32) == "alias"  # one row: from a quarter draw per column
+    assert layout(100, 31) == "descent"
+    assert layout(10**5, 10**4) == "descent"  # C4 at n = 10**5: 0.08 draws per column
+    assert layout(10**6, 2**20) == "hybrid"
+    assert layout(2**20 + 1, 2**21) == "descent"  # past the largest table
     assert not _tuning.use_alias(1000, 1)
     assert not _tuning.use_alias(1000, 4)
     assert _tuning.use_alias(1000, 10**4)
-    assert _tuning.use_alias(1000, 1024)  # the table pays from ~1 draw per column
-    assert not _tuning.use_alias(1000, 1023)
+    assert _tuning.use_alias(1000, 256)  # one row: from a quarter draw per column
+    assert not _tuning.use_alias(1000, 255)
     assert _tuning.use_alias(1000, 1024, num_rows=256)
     assert not _tuning.use_alias(1000, 1023, num_rows=256)
     assert _tuning.use_alias(10**6, 2**20)
-    assert not _tuning.use_alias(10**6, 10**6)
+    assert not _tuning.use_alias(10**6, 2**18 - 1)
     assert not _tuning.use_alias(2**20 + 1, 10**8)
     assert not _tuning.use_alias(2, 7)  # fewer than ALIAS_MIN_DRAWS
     assert _tuning.use_alias(2, 8)
@@ -241,8 +258,8 @@ def test_dispatch_enumerates_both_paths():
     # takes the descent; the alias sizes above take the table.
     from test_descent import SIZES
 
-    assert not any(_tuning.use_alias(n, 1) for n in SIZES)
-    assert all(_tuning.use_alias(n, 8 * max(n, 4)) for n in ALIAS_SIZES)
+    assert all(layout(n, 1) == "descent" for n in SIZES)
+    assert all(layout(n, 8 * max(n, 4)) == "alias" for n in ALIAS_SIZES)
 
 
 # ----------------------------------------------------------------------------- fixed point

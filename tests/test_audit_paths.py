@@ -53,7 +53,7 @@ H_NEIGHBOUR = jnp.ones(N_HUGE, jnp.float32).at[0].set(17.0)
 R = jnp.zeros(N_RACE, jnp.float32).at[0].set(12.0)
 R_NEIGHBOUR = jnp.ones(N_RACE, jnp.float32).at[0].set(12.0)
 KW = dict(epsilon=EPS, sensitivity=1.0, monotonic=True)
-#: exponential by the inverse CDF: its layout (alias table or descent) follows the draw count.
+#: exponential by the inverse CDF: its layout (descent, hybrid, alias table) follows the draws.
 INVERSE_CDF = functools.partial(jaxdp.exponential, method="inverse_cdf", **KW)
 
 
@@ -111,6 +111,13 @@ PATHS = {
         x_neighbour=H_NEIGHBOUR,
         driver="batched",
         stated=_categorical(N_HUGE),
+    ),
+    "exponential_hybrid": Path(
+        mechanism=INVERSE_CDF,
+        x=D,
+        x_neighbour=D_NEIGHBOUR,
+        driver="batched",
+        stated=_categorical(N_BIG),
     ),
     "exponential_descent": Path(
         mechanism=INVERSE_CDF,
@@ -226,7 +233,7 @@ PATHS = {
 
 
 #: Draws per batched call where the default (2**20) would not pick the layout named.
-BATCH = {"exponential_alias_table_2**20": 1 << 22}
+BATCH = {"exponential_alias_table_2**20": 1 << 22, "exponential_hybrid": 1 << 13}
 
 
 def _audit(mech, x, xn, driver, eps_stated, key, batch_size=1 << 20):
@@ -260,11 +267,21 @@ def test_path_audit_catches_rounding_control():
 
 def test_paths_cover_the_dispatcher():
     """Every layout of the categorical dispatcher has an audit: the alias table
-    (many draws per call, batched driver) and the descent (one draw per trial)."""
-    assert _descent.uses_alias(N_BIG, 1 << 20) and _descent.uses_alias(
-        N_HUGE, BATCH["exponential_alias_table_2**20"]
-    )
-    assert not _descent.uses_alias(N_BIG, 1)
-    drivers = {PATHS[p].driver for p in ("exponential_alias_table", "exponential_descent")}
-    assert drivers == {"batched", "montecarlo"}
+    and the hybrid (many draws per call, batched driver) and the descent (one
+    draw per trial)."""
+    layouts = {
+        "exponential_alias_table": _descent.layout(N_BIG, 1 << 20),
+        "exponential_alias_table_2**20": _descent.layout(
+            N_HUGE, BATCH["exponential_alias_table_2**20"]
+        ),
+        "exponential_hybrid": _descent.layout(N_BIG, BATCH["exponential_hybrid"]),
+        "exponential_descent": _descent.layout(N_BIG, 1),
+    }
+    assert layouts == {
+        "exponential_alias_table": "alias",
+        "exponential_alias_table_2**20": "alias",
+        "exponential_hybrid": "hybrid",
+        "exponential_descent": "descent",
+    }
+    assert {PATHS[p].driver for p in layouts} == {"batched", "montecarlo"}
     assert np.all(np.asarray(D_NEIGHBOUR) - np.asarray(D) >= 0)  # one added record

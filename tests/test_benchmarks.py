@@ -1,5 +1,6 @@
 """A tiny run of ``python -m benchmarks``, so that the suite cannot rot."""
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -230,11 +231,26 @@ def test_tuning_sections_run_and_restore_the_tables():
     from benchmarks import tuning
     from jaxdp import _tuning
 
-    before = (dict(_tuning.RACE_CHUNK), dict(_tuning.ALIAS_MIN_DRAWS))
-    grid = {"alias": [(2, 8, (4,))], "race": [(2, 10, 3)], "chunks": (16,), "table_n": (8,)}
-    rows = tuning.alias_rows(grid, 1) + tuning.race_chunk_rows(grid, 1)
+    tables = (_tuning.RACE_CHUNK, _tuning.ALIAS_MIN_DRAWS, _tuning.HYBRID)
+    before = [dict(t) for t in tables]
+    grid = {"layout": [(1, 20, (1,))], "race": [(2, 10, 3)], "chunks": (16,), "table_n": (8,)}
+    rows = tuning.layout_rows(grid, 1) + tuning.race_chunk_rows(grid, 1)
     rows += tuning.table_chunk_rows(grid, 1)
     names = [r["name"] for r in rows]
-    assert names == ["alias_b2_n8_s32", "race_chunk_16_b2_n10_s3", "table_chunk_16_n8"]
-    assert rows[0]["chosen"] == "alias" and rows[0]["alias_over_descent"] > 0
-    assert (dict(_tuning.RACE_CHUNK), dict(_tuning.ALIAS_MIN_DRAWS)) == before
+    assert names == ["layout_b1_n20_s32", "race_chunk_16_b2_n10_s3", "table_chunk_16_n8"]
+    assert rows[0]["chosen"] == "alias"
+    assert rows[0]["hybrid_over_descent"] > 0 and rows[0]["hybrid_over_alias"] > 0
+    assert [dict(t) for t in tables] == before
+
+
+def test_forced_layouts_take_their_layout():
+    """The overrides behind the layout rows force each layout at any size."""
+    from benchmarks import tuning
+    from jaxdp import _tuning
+
+    for how, overrides in tuning.FORCE.items():
+        for n, s, rows in ((20, 1, 1), (1000, 1024, 1), (5000, 10**6, 4)):
+            with contextlib.ExitStack() as stack:
+                for table, value in overrides:
+                    stack.enter_context(tuning.override(table, value))
+                assert _tuning.layout(n, s, num_rows=rows) == how, (how, n, s, rows)

@@ -102,10 +102,10 @@ def test_staged_runs_the_cpu_plan_here():
 def test_auto_rule_is_static_and_the_same_on_both_kinds():
     """The choices between kernels agree across kinds (so reading the default backend
     is exact for them; see jaxdp._tuning), and the auto rule's Gumbel region is small."""
-    for s in (1, 2, 64):
-        for n in (2, 16, 17, 1000):
+    for s in (1, 2, 64, 300, 1024, 5000):
+        for n in (2, 16, 17, 300, 1000):
             assert _tuning.choose_method(s, n, 1, "cpu") == _tuning.choose_method(s, n, 1, "cuda")
-            assert _tuning.use_alias(n, s, "cpu") == _tuning.use_alias(n, s, "cuda")
+            assert _tuning.layout(n, s, "cpu") == _tuning.layout(n, s, "cuda")
             for noise in ("gumbel", "exponential", "laplace"):
                 assert _tuning.use_table(noise, s, n, "cpu") == _tuning.use_table(
                     noise, s, n, "cuda"

@@ -63,7 +63,11 @@ GRID = {
             (1, 10000, (1 / 16, 0.25, 1, 4)),
             (1, 65536, (0.25, 1, 2, 4, 8)),
             (2, 1000, (0.25, 1)),
+            (2, 4096, (0.25, 0.5)),
             (4, 1000, (0.25, 1, 4)),
+            (4, 10000, (0.25, 0.5)),
+            (4, 65536, (0.25,)),
+            (8, 4096, (0.25,)),
             (16, 1024, (0.25, 1, 2, 4, 8)),
             (256, 256, (0.25, 1, 2, 4)),
             (1024, 32, (0.25, 1, 2, 4, 8)),
@@ -108,7 +112,7 @@ def _scores(b: int, n: int) -> jax.Array:
 
 #: Overrides of ``jaxdp._tuning``'s tables that force each layout of the
 #: categorical kernel (:func:`jaxdp._tuning.layout`) for every size.
-NO_HYBRID = {"max_rows": 0, "min_n": 0, "lo": 0.0, "hi": 0.0}
+NO_HYBRID = {"min_n": 0, "bands": ()}
 FORCE = {
     "descent": ((_tuning.ALIAS_MIN_DRAWS, 1 << 62), (_tuning.HYBRID, NO_HYBRID)),
     "alias": (
@@ -116,7 +120,7 @@ FORCE = {
         (_tuning.ALIAS_DRAWS_PER_COLUMN, ((1, 0.0),)),
         (_tuning.HYBRID, NO_HYBRID),
     ),
-    "hybrid": ((_tuning.HYBRID, {"max_rows": 1 << 62, "min_n": 0, "lo": 0.0, "hi": 1e300}),),
+    "hybrid": ((_tuning.HYBRID, {"min_n": 0, "bands": ((1 << 62, 0.0, 1e300),)}),),
 }
 
 

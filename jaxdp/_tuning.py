@@ -127,13 +127,17 @@ def table_chunk(platform: str | None = None) -> int:
 #: --only layout`` (rows ``layout_b<B>_n<n>_s<S>`` in ``benchmarks/results/
 #: cpu-2core-amd-epyc/layout/``): one row of 32-512 outcomes takes the table
 #: from a quarter draw per column (table/descent 0.70-1.08 there, 0.43-0.61 at
-#: one draw per column); with 2 to 1024 rows the table wins from one draw per
-#: column (table/descent 0.25-0.91 there) and at a quarter ties with 2-4 rows
-#: (0.87-0.95) and loses with 16 or more (2.3-4.1; also in
-#: ``alias-fixed-point/``, the rows ``alias_b<B>_n<n>_s<S>`` of the section's
-#: earlier name). GPU (unmeasured): the CPU values; neither kernel serialises
-#: (the descent's levels are at most 8 loop steps, the table's searches ``b + 1``).
-ALIAS_DRAWS_PER_COLUMN = {"cpu": ((1, 0.25), (2, 1.0)), "gpu": ((1, 0.25), (2, 1.0))}
+#: one draw per column); 2 to 4 rows from half a draw per column (0.36-0.42 at
+#: a half, 0.76-1.06 at a quarter; also in ``layout-bands/``, the grid re-run
+#: with more rows of few rows); 16 to 1024 rows from one (0.84-0.91 there,
+#: 2.3-4.1 at a quarter; also in ``alias-fixed-point/``, the rows
+#: ``alias_b<B>_n<n>_s<S>`` of the section's earlier name). GPU (unmeasured):
+#: the CPU values; neither kernel serialises (the descent's levels are at most
+#: 8 loop steps, the table's searches ``b + 1``).
+ALIAS_DRAWS_PER_COLUMN = {
+    "cpu": ((1, 0.25), (2, 0.5), (5, 1.0)),
+    "gpu": ((1, 0.25), (2, 0.5), (5, 1.0)),
+}
 
 #: Fewest draws per row for which the alias table is considered at all (below
 #: it the descent's few levels are cheaper than any table). GPU: the CPU value.
@@ -156,24 +160,26 @@ def use_alias(n: int, num_draws: int, platform: str | None = None, num_rows: int
 
 
 #: The hybrid layout (an alias table over the descent's leaf blocks of ``K``, then
-#: the descent's last level) is used for at most ``max_rows`` rows of at least
-#: ``min_n`` outcomes when ``lo N <= draws per row < hi N``, ``N = 2**b >= n``
-#: the full table's columns. It builds a table a ``K``-th the size of the full
-#: one and pays one ``K``-lane choice per draw, so it wins where the full table's
-#: build is not yet repaid and the descent's levels cost more than one. CPU:
-#: ``python -m benchmarks tuning --only layout`` (rows ``layout_b<B>_n<n>_s<S>``,
-#: in ``benchmarks/results/cpu-2core-amd-epyc/layout/``): one row of 1000 to
-#: 65536 outcomes drawn from a quarter to two times per column, hybrid/best
-#: other 0.44-1.0 (it ties the table at n = 1000 and two draws per column); at
-#: four it ties or beats the table (0.76-1.09), at eight it loses (1.34-2.01);
-#: below 1000 outcomes the table wins (hybrid/table 1.19-2.1 at 256 and 512).
-#: With 2 or 4 rows it beats both at a quarter draw per column (0.64-0.79) but
-#: loses to the table at one; with 16 rows or more it loses everywhere (the
-#: explicit rows' gathers), hence one row (a ``vmap`` over rows traces one).
-#: GPU (unmeasured): the CPU values.
+#: the descent's last level) is used for rows of at least ``min_n`` outcomes when
+#: ``lo N <= draws per row < hi N``, ``N = 2**b >= n`` the full table's columns,
+#: for the first ``(rows, lo, hi)`` band whose ``rows`` is at least the call's.
+#: It builds a table a ``K``-th the size of the full one and pays one ``K``-lane
+#: choice per draw, so it wins where the full table's build is not yet repaid
+#: and the descent's levels cost more than one. CPU: ``python -m benchmarks
+#: tuning --only layout`` (rows ``layout_b<B>_n<n>_s<S>``, in ``benchmarks/
+#: results/cpu-2core-amd-epyc/layout/``): one row of 1000 to 65536 outcomes drawn
+#: from a quarter to two times per column, hybrid/best other 0.44-1.0 (it ties
+#: the table at n = 1000 and two draws per column); at four it ties or beats the
+#: table (0.76-1.09), at eight it loses (1.34-2.01); below 1000 outcomes the
+#: table wins (hybrid/table 1.19-2.1 at 256 and 512). With 2 to 8 rows it is the
+#: fastest at a quarter draw per column (0.58-0.79 of the next best, n = 1000 to
+#: 65536, in ``layout/`` and ``layout-bands/``), ties the table at a half
+#: (0.95-1.23) and loses to it from one; with 16 rows or more it loses
+#: everywhere (the explicit rows' gathers). A ``vmap`` over rows
+#: traces one row. GPU (unmeasured): the CPU values.
 HYBRID = {
-    "cpu": {"max_rows": 1, "min_n": 1000, "lo": 0.25, "hi": 4.0},
-    "gpu": {"max_rows": 1, "min_n": 1000, "lo": 0.25, "hi": 4.0},
+    "cpu": {"min_n": 1000, "bands": ((1, 0.25, 4.0), (8, 0.25, 0.5))},
+    "gpu": {"min_n": 1000, "bands": ((1, 0.25, 4.0), (8, 0.25, 0.5))},
 }
 
 
@@ -188,12 +194,13 @@ def layout(n: int, num_draws: int, platform: str | None = None, num_rows: int = 
     k = kind(platform)
     b = _alias.log2_columns(n)
     h = HYBRID[k]
+    band = [(lo, hi) for rows, lo, hi in h["bands"] if num_rows <= rows][:1]
     if (
         b <= _alias.MAX_LOG2_COLUMNS
-        and n > 8
+        and n > 8  # two blocks of K = 8 at least
         and n >= h["min_n"]
-        and num_rows <= h["max_rows"]
-        and h["lo"] * 2**b <= num_draws < h["hi"] * 2**b
+        and band
+        and band[0][0] * 2**b <= num_draws < band[0][1] * 2**b
     ):
         return "hybrid"
     return "alias" if use_alias(n, num_draws, platform, num_rows) else "descent"

@@ -163,7 +163,7 @@ def test_alias_law_every_width(n, monkeypatch):
     draws = max(200_000, n // 2)
     # The table at every width, with fewer draws than the rule asks for at the largest.
     monkeypatch.setitem(_tuning.ALIAS_DRAWS_PER_COLUMN, "cpu", ((1, 0.0),))
-    monkeypatch.setitem(_tuning.HYBRID, "cpu", dict(_tuning.HYBRID["cpu"], max_rows=0))
+    monkeypatch.setitem(_tuning.HYBRID, "cpu", dict(_tuning.HYBRID["cpu"], bands=()))
     jax.clear_caches()
     assert _tuning.layout(n, draws) == "alias"
     key = jax.random.key(n)
@@ -226,16 +226,21 @@ def test_alias_edge_rows():
 def test_dispatch_enumerates_every_layout():
     """The three layouts are reachable and each is chosen where its cost is lower:
     few draws per row (or rows past 2**20) take the descent, many the table, and
-    one row of at least 1000 outcomes drawn a quarter to four times per column
-    the hybrid."""
+    at least 1000 outcomes drawn a quarter to four times per column in one row
+    (to half a draw per column in 2-8 rows) the hybrid."""
     layout = _tuning.layout
     assert layout(1000, 1) == "descent"
     assert layout(1000, 255) == "descent"
     assert layout(1000, 256) == "hybrid"  # a quarter of N = 1024
     assert layout(1000, 4095) == "hybrid"
     assert layout(1000, 4096) == "alias"
-    assert layout(1000, 1024, num_rows=2) == "alias"  # the hybrid is for one row
-    assert layout(1000, 256, num_rows=2) == "descent"
+    assert layout(1000, 512, num_rows=2) == "alias"  # 2-8 rows: the hybrid to N/2
+    assert layout(1000, 256, num_rows=2) == "hybrid"
+    assert layout(1000, 255, num_rows=8) == "descent"
+    assert layout(1000, 256, num_rows=8) == "hybrid"
+    assert layout(1000, 512, num_rows=8) == "descent"  # 5+ rows: the table from N
+    assert layout(1000, 1024, num_rows=8) == "alias"
+    assert layout(1000, 256, num_rows=9) == "descent"
     assert layout(999, 1024) == "alias"  # below 1000 outcomes the table takes it
     assert layout(100, 32) == "alias"  # one row: from a quarter draw per column
     assert layout(100, 31) == "descent"
@@ -247,6 +252,8 @@ def test_dispatch_enumerates_every_layout():
     assert _tuning.use_alias(1000, 10**4)
     assert _tuning.use_alias(1000, 256)  # one row: from a quarter draw per column
     assert not _tuning.use_alias(1000, 255)
+    assert _tuning.use_alias(1000, 512, num_rows=4)  # 2-4 rows: from half a draw
+    assert not _tuning.use_alias(1000, 511, num_rows=4)
     assert _tuning.use_alias(1000, 1024, num_rows=256)
     assert not _tuning.use_alias(1000, 1023, num_rows=256)
     assert _tuning.use_alias(10**6, 2**20)

@@ -24,7 +24,7 @@ U = 2.0**-24
 
 #: Forces the hybrid for every size it can take (two blocks at least, a full table
 #: within the largest width) and any row or draw count.
-ALWAYS = {"max_rows": 1 << 30, "min_n": 0, "lo": 0.0, "hi": 1e300}
+ALWAYS = {"min_n": 0, "bands": ((1 << 30, 0.0, 1e300),)}
 
 
 @pytest.fixture
@@ -263,6 +263,32 @@ def test_rows_do_not_mix(hybrid_everywhere):
         p /= p.sum()
         g = np.arange(n) * 10 // n
         assert _pvalue(r[:, k], g, np.bincount(g, weights=p)) > 1e-4
+
+
+def test_few_rows_take_the_hybrid_by_default():
+    """Three rows of n = 2000 drawn 600 times each (between N/4 and N/2, N = 2048)
+    take the hybrid under the default rule; each row follows its own law."""
+    n, draws, reps = 2000, 600, 200
+    assert _tuning.layout(n, draws, num_rows=3) == "hybrid"
+    rows = np.stack([np.linspace(0, -k, n) for k in (1.0, 5.0, 20.0)]).astype(np.float32)
+
+    @jax.jit
+    def many(key):
+        def one(k):
+            return jaxdp.exponential(k, rows, epsilon=1.0, sensitivity=1.0, shape=(draws, 3))
+
+        return jax.vmap(one)(jax.random.split(key, reps))
+
+    r = np.asarray(many(jax.random.key(7)))  # (reps, draws, 3)
+    g = np.arange(n) * 10 // n
+    laws = []
+    for k in range(3):
+        s = rows[k].astype(np.float64)
+        p = np.exp((s - s.max()) / 2)
+        laws.append(np.bincount(g, weights=p / p.sum()))
+    for k in range(3):
+        assert _pvalue(r[..., k], g, laws[k]) > 1e-4
+        assert _pvalue(r[..., k], g, laws[(k + 1) % 3]) < 1e-6
 
 
 def test_epsilon_grid_under_vmap_takes_the_hybrid():

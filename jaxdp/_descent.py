@@ -357,11 +357,6 @@ def layout(n: int, num_draws: int, num_rows: int = 1) -> str:
     return _tuning.layout(n, num_draws, num_rows=num_rows)
 
 
-def _row_ok(blocks: Array) -> Array:
-    total = jnp.sum(blocks, axis=-1)  # any sum tells a positive, finite row
-    return jnp.isfinite(total) & (total > 0)
-
-
 def _sample_tree(
     key: PRNGKey,
     leaves: Array,
@@ -373,16 +368,19 @@ def _sample_tree(
 ) -> tuple[Array, Array]:
     """The descent (``hybrid`` False) or the hybrid layout over ``leaves`` (weights,
     or scores turned into weights by ``leaf_weights``) and their block sums."""
-    if not hybrid:
+    if hybrid:
+        # The block is drawn from an alias table of the block sums (whose build
+        # tells the row's validity), then the leaf by one level of the descent
+        # within it, with a key of its own.
+        key_block, key_leaf = jax.random.split(key)
+        block, ok = _alias.sample(key_block, blocks, num_draws)
+        leaf = (leaves, jnp.zeros((), leaves.dtype))
+        idx = descend(key_leaf, [leaf], num_draws, leaf_weights, start=block)
+    else:
         idx = descend(key, _tables(leaves, blocks, n), num_draws, leaf_weights)
-        return jnp.minimum(idx, n - 1), _row_ok(blocks)
-    # The block is drawn from an alias table of the block sums, then the leaf by
-    # one level of the descent within it, with a key of its own.
-    key_block, key_leaf = jax.random.split(key)
-    block, _ = _alias.sample(key_block, blocks, num_draws)
-    leaf = (leaves, jnp.zeros((), leaves.dtype))
-    idx = descend(key_leaf, [leaf], num_draws, leaf_weights, start=block)
-    return jnp.minimum(idx, n - 1), _row_ok(blocks)
+        total = jnp.sum(blocks, axis=-1)  # any sum tells a positive, finite row
+        ok = jnp.isfinite(total) & (total > 0)
+    return jnp.minimum(idx, n - 1), ok
 
 
 def sample(key: PRNGKey, w: Array, num_draws: int) -> tuple[Array, Array]:

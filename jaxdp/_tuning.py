@@ -194,13 +194,12 @@ def layout(n: int, num_draws: int, platform: str | None = None, num_rows: int = 
     k = kind(platform)
     b = _alias.log2_columns(n)
     h = HYBRID[k]
-    band = [(lo, hi) for rows, lo, hi in h["bands"] if num_rows <= rows][:1]
+    lo, hi = next(((lo, hi) for rows, lo, hi in h["bands"] if num_rows <= rows), (0.0, 0.0))
     if (
         b <= _alias.MAX_LOG2_COLUMNS
         and n > 8  # two blocks of K = 8 at least
         and n >= h["min_n"]
-        and band
-        and band[0][0] * 2**b <= num_draws < band[0][1] * 2**b
+        and lo * 2**b <= num_draws < hi * 2**b
     ):
         return "hybrid"
     return "alias" if use_alias(n, num_draws, platform, num_rows) else "descent"

@@ -77,6 +77,12 @@ def _categorical(n):
     return _descent.guarantee(n, EPS)
 
 
+def _inverse_cdf(x, x_neighbour, driver):
+    """``exponential`` by the inverse CDF on finding 1's neighbours, at the stated
+    guarantee for their size; the layout follows the driver's draws per call."""
+    return Path(INVERSE_CDF, x, x_neighbour, driver, _categorical(x.shape[0]))
+
+
 def _streaming(key, scores, shape=None, method="inverse_cdf"):
     return jaxdp.exponential_streaming(
         key, lambda i: scores[i], scores.shape[0], chunk_size=1024, method=method, shape=shape, **KW
@@ -97,35 +103,11 @@ PRED = jnp.int32([[0, 1, 1, 0, 1, 1, 0, 0], [1, 1, 1, 0, 0, 1, 0, 1], [0, 0, 0, 
 LABELS = jnp.int32([0, 1, 1, 0, 1, 1, 0, 1])
 
 PATHS = {
-    # exponential, per layout the dispatcher picks
-    "exponential_alias_table": Path(
-        mechanism=INVERSE_CDF,
-        x=D,
-        x_neighbour=D_NEIGHBOUR,
-        driver="batched",
-        stated=_categorical(N_BIG),
-    ),
-    "exponential_alias_table_2**20": Path(
-        mechanism=INVERSE_CDF,
-        x=H,
-        x_neighbour=H_NEIGHBOUR,
-        driver="batched",
-        stated=_categorical(N_HUGE),
-    ),
-    "exponential_hybrid": Path(
-        mechanism=INVERSE_CDF,
-        x=D,
-        x_neighbour=D_NEIGHBOUR,
-        driver="batched",
-        stated=_categorical(N_BIG),
-    ),
-    "exponential_descent": Path(
-        mechanism=INVERSE_CDF,
-        x=D,
-        x_neighbour=D_NEIGHBOUR,
-        driver="montecarlo",
-        stated=_categorical(N_BIG),
-    ),
+    # exponential, per layout the dispatcher picks (from the draws per call: BATCH)
+    "exponential_alias_table": _inverse_cdf(D, D_NEIGHBOUR, "batched"),
+    "exponential_alias_table_2**20": _inverse_cdf(H, H_NEIGHBOUR, "batched"),
+    "exponential_hybrid": _inverse_cdf(D, D_NEIGHBOUR, "batched"),
+    "exponential_descent": _inverse_cdf(D, D_NEIGHBOUR, "montecarlo"),
     "exponential_gumbel": Path(
         mechanism=functools.partial(jaxdp.exponential, method="gumbel", **KW),
         x=R,

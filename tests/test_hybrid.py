@@ -14,7 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.stats
-from test_alias import _privacy_loss, _weights, implemented_law
+from test_alias import _grouped_law, _privacy_loss, _weights, implemented_law
+from test_descent import _group_pvalue as _pvalue
 
 import jaxdp
 from jaxdp import _alias, _descent, _threefry, _tuning
@@ -53,19 +54,6 @@ def test_hybrid_needs_two_blocks_and_a_bounded_table(hybrid_everywhere):
     assert _tuning.layout(2**20 + 1, 100) == "descent"
 
 
-def _grouped_law(n, eps, num_groups=10):
-    g = np.arange(n) * num_groups // n
-    sizes = np.bincount(g, minlength=num_groups).astype(np.float64)
-    scores = -np.arange(num_groups) / 2.0
-    p = sizes * np.exp(eps * scores / 2)
-    return g, jnp.asarray(scores[g], jnp.float32), p / p.sum()
-
-
-def _pvalue(draws, groups, probs):
-    counts = np.bincount(groups[np.asarray(draws).ravel()], minlength=len(probs))
-    return scipy.stats.chisquare(counts, probs * counts.sum()).pvalue
-
-
 @pytest.mark.parametrize("entry", ["scores", "weights"])
 @pytest.mark.parametrize("n", SIZES)
 def test_law_every_block_table_width(n, entry, hybrid_everywhere):
@@ -73,7 +61,7 @@ def test_law_every_block_table_width(n, entry, hybrid_everywhere):
     scores at each draw) and through ``_descent.sample`` (weights given, as the
     tabulated noisy max, joint top-k and the measures use it); 0.8 ε is rejected."""
     eps = 2.0
-    g, scores, probs = _grouped_law(n, eps, num_groups=min(n, 10))
+    g, scores, probs = _grouped_law(n, eps)
     draws = max(200_000, n // 2)
     assert _tuning.layout(n, draws) == "hybrid"
     key = jax.random.key(n)
@@ -86,7 +74,7 @@ def test_law_every_block_table_width(n, entry, hybrid_everywhere):
     r = np.asarray(r).ravel()
     assert r.min() >= 0 and r.max() < n
     assert _pvalue(r, g, probs) > 1e-4
-    wrong = _grouped_law(n, 0.8 * eps, num_groups=min(n, 10))[2]
+    wrong = _grouped_law(n, 0.8 * eps)[2]
     assert _pvalue(r, g, wrong) < 1e-4
 
 

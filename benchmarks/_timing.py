@@ -150,9 +150,16 @@ def time_interleaved(
     repeats: int,
     budget_s: float,
     warm_up: bool = True,
+    min_time_s: float = 0.0,
+    max_rounds: int = 1000,
 ) -> tuple[list[float], list[float], list[float]]:
     """Times two zero-argument calls alternately, in ABBA order, after one warm-up each
     (unless ``warm_up`` is False: calls that compile from cold every time).
+
+    Runs at least ``repeats`` rounds, and more (up to ``max_rounds``) until
+    ``min_time_s`` is spent: a call of a few hundred microseconds is timed
+    hundreds of times, not three (whose median swung by 2x on the shared 2-core
+    machine). Stops once ``budget_s`` is spent after two rounds.
 
     Returns (subject times, twin times, per-round ratios subject / twin). On a
     shared machine the load drifts; alternating the two inside every round puts
@@ -165,7 +172,8 @@ def time_interleaved(
     ts: list[float] = []
     tt: list[float] = []
     spent = 0.0
-    for i in range(max(1, repeats)):
+    i = 0
+    while i < max(1, repeats) or (spent < min_time_s and i < max_rounds):
         order = ((subject, ts), (twin, tt)) if i % 2 == 0 else ((twin, tt), (subject, ts))
         for call, out in order:
             t0 = time.perf_counter()
@@ -175,4 +183,5 @@ def time_interleaved(
             spent += dt
         if spent > budget_s and i >= 1:
             break
+        i += 1
     return ts, tt, [a / b for a, b in zip(ts, tt, strict=True)]

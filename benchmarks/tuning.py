@@ -10,6 +10,10 @@ calling anything else than the public samplers. Rows:
   layout of the categorical kernel forced on (the descent, the alias table, the
   hybrid), ``S`` draws for each of ``B`` rows, the hybrid timed against each of
   the other two: where each layout pays (``HYBRID``, ``ALIAS_DRAWS_PER_COLUMN``).
+* ``depth_b<B>_n<n>_s<S>``: the same with each depth of the hybrid forced on
+  (0, the descent, to the level below the top; by replacing
+  ``jaxdp._tuning.hybrid_depth`` in this process), each timed against the
+  descent: where the deeper hybrids pay (``HYBRID["deep"]``).
 * ``race_chunk_<c>_b<B>_n<n>_s<S>``: Laplace ``report_noisy_max`` (always the race) with
   ``RACE_CHUNK`` = ``c`` against the current value (``RACE_CHUNK``).
 * ``table_chunk_<c>_n<n>``: the permute-and-flip table with ``TABLE_CHUNK`` =
@@ -47,6 +51,7 @@ from ._timing import compiled_call, time_interleaved
 GRID = {
     "quick": {
         "layout": [(1, 1000, (0.25, 1, 4)), (256, 64, (1, 4))],
+        "depth": [(1, 10**5, (10**4,))],
         "race": [(1, 1000, 1 << 14), (1024, 1000, 1)],
         "chunks": (1 << 16, 1 << 20),
         "table_n": (512,),
@@ -71,6 +76,19 @@ GRID = {
             (16, 1024, (0.25, 1, 2, 4, 8)),
             (256, 256, (0.25, 1, 2, 4)),
             (1024, 32, (0.25, 1, 2, 4, 8)),
+        ],
+        # (rows B, candidates n, draws per row)
+        "depth": [
+            (1, 4096, (100, 1000)),
+            (1, 10**4, (100, 1000)),
+            (1, 10**5, (100, 1000, 10**4)),
+            (1, 10**6, (1000, 10**4, 10**5)),
+            (4, 4096, (100, 1000)),
+            (4, 10**4, (100, 1000)),
+            (4, 10**5, (100, 1000, 10**4)),
+            (32, 4096, (100, 1000)),
+            (32, 10**4, (100, 1000)),
+            (32, 10**5, (100, 1000, 10**4)),
         ],
         "race": [(1, 1000, 1 << 16), (1024, 1000, 1), (16, 100, 1 << 12)],
         "chunks": (1 << 14, 1 << 16, 1 << 20, 1 << 22),
@@ -169,6 +187,59 @@ def layout_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
                 f" | alias {times['alias'] * 1e3:.3g} ms | hybrid {times['hybrid'] * 1e3:.3g} ms"
                 f" | hybrid/descent {vs_descent['ratio']:.2f} | hybrid/alias "
                 f"{vs_alias['ratio']:.2f} | rule picks {chosen} |",
+                flush=True,
+            )
+    return rows
+
+
+@contextlib.contextmanager
+def forced_depth(depth: int) -> Iterator[None]:
+    """The hybrid's depth (:func:`jaxdp._tuning.hybrid_depth`) forced to ``depth``
+    for every call (0: the descent); caches cleared on entry and exit."""
+    rule = _tuning.hybrid_depth
+    _tuning.hybrid_depth = lambda *args, **kwargs: depth
+    jax.clear_caches()
+    try:
+        yield
+    finally:
+        _tuning.hybrid_depth = rule
+        jax.clear_caches()
+
+
+def depth_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
+    """Every depth of the hybrid below the top level, each timed against the descent."""
+    rows = []
+    for b, n, draws in grid["depth"]:
+        x = _scores(b, n)
+        depths = range(len(_tuning._level_counts(n)) - 1)
+        for s in draws:
+
+            def fn(k, x, s=s, b=b):
+                return jaxdp.exponential(
+                    k, x, epsilon=1.0, sensitivity=1.0, shape=(s, b), method="inverse_cdf"
+                )
+
+            calls = {}
+            for j in depths:
+                with forced_depth(j):
+                    calls[j] = _call(fn, jax.random.key(0), x)
+            pairs = {j: _pair(calls[j], calls[0], repeats) for j in depths if j}
+            times = {0: statistics.median([p["b_s"] for p in pairs.values()])}
+            times.update({j: p["a_s"] for j, p in pairs.items()})
+            fastest = min(times, key=times.get)
+            chosen = _tuning.hybrid_depth(n, s, num_rows=b)
+            name = f"depth_b{b}_n{n}_s{s}"
+            rows.append(
+                {"name": name, "constant": 'HYBRID["deep"]', "b": b, "n": n, "s": s,
+                 **{f"depth{j}_s": t for j, t in times.items()},
+                 **{f"depth{j}_over_descent": p["ratio"] for j, p in pairs.items()},
+                 "fastest": fastest, "chosen": chosen,
+                 "chosen_over_fastest": times[chosen] / times[fastest]}
+            )  # fmt: skip
+            cells = " | ".join(f"j{j} {t * 1e3:.3g} ms" for j, t in times.items())
+            print(
+                f"| {name} | {cells} | fastest j{fastest} | rule picks j{chosen}"
+                f" ({times[chosen] / times[fastest]:.2f} of the fastest) |",
                 flush=True,
             )
     return rows
@@ -283,7 +354,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true", help="a few points of each sweep")
     p.add_argument(
         "--only",
-        choices=("layout", "race_chunk", "table_chunk", "costs"),
+        choices=("layout", "depth", "race_chunk", "table_chunk", "costs"),
         action="append",
         help="run only these sections (repeatable; default: all)",
     )
@@ -303,6 +374,7 @@ def run(args: argparse.Namespace) -> int:
     repeats = 4 if args.quick else 8
     sections = {
         "layout": layout_rows,
+        "depth": depth_rows,
         "race_chunk": race_chunk_rows,
         "table_chunk": table_chunk_rows,
         "costs": cost_rows,

@@ -51,7 +51,8 @@ Cost. Per row: a double-float pass, two exact prefix sums and two binary
 searches over ``N`` entries (``O(N log N)``, no sort). Per draw: one threefry
 block (two 32-bit words), two gathers and two compares, against the descent's
 two to seven levels of eight lanes. The hybrid layout of
-:mod:`jaxdp._descent` builds this table over the descent's leaf blocks.
+:mod:`jaxdp._descent` builds this table over one level of the descent (the leaf
+blocks, or a level above them).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The sound categorical kernel: weights exact to a few ulp, drawn by a sorted descent
 (few draws per row), an alias table (many, :mod:`jaxdp._alias`) or the hybrid of
-the two (one row drawn about once per outcome: :func:`layout`).
+the two (an alias table over one level of the descent, then the levels below it:
+:func:`layout`, :func:`hybrid_depth`).
 
 Every finite-range draw of jaxdp that is not a noisy argmax goes through
 :func:`sample`: ``exponential`` (``"inverse_cdf"`` and ``"auto"``),
@@ -186,17 +187,28 @@ def _leaf_block_sums(w_of: Callable[[slice], Array], n: int) -> Array:
     return jax.lax.reduce_window(w, jnp.zeros((), w.dtype), jax.lax.add, dims, dims, padding)
 
 
-def _tables(leaves: Array, blocks: Array, n: int) -> list[tuple[Array, Array]]:
-    """Tables ``(hi, lo)`` per level: the leaves (taken as given; their low parts
-    are 0 and never read), their blocks' float32 sums ``blocks`` (from
-    :func:`_leaf_block_sums`), then double-float sums of blocks of blocks.
+def level_counts(n: int) -> list[int]:
+    """Nodes per level, leaves first, without the padding of :func:`level_sizes`."""
+    counts = [n]
+    for _ in level_sizes(n)[1:]:
+        counts.append(-(-counts[-1] // K))
+    return counts
+
+
+def _tables(
+    leaves: Array, blocks: Array, n: int, levels: int | None = None
+) -> list[tuple[Array, Array]]:
+    """Tables ``(hi, lo)`` per level (the first ``levels``; all by default): the
+    leaves (taken as given; their low parts are 0 and never read), their blocks'
+    float32 sums ``blocks`` (from :func:`_leaf_block_sums`), then double-float sums
+    of blocks of blocks.
 
     The leaves' blocks are summed in plain float32, fused into the pass that
     computes the weights (which XLA:CPU vectorises): ``K`` non-negative terms in
     any order are within ``(K - 1) u`` of their sum, an error :func:`guarantee` counts
     once. Above them the tables are small and summed in double-float.
     """
-    sizes = level_sizes(n)
+    sizes = level_sizes(n)[:levels]
     tables = [(leaves, jnp.zeros((), leaves.dtype))]
     if len(sizes) > 1:
         h = _pad_to(blocks, sizes[1])
@@ -352,7 +364,9 @@ def layout(n: int, num_draws: int, num_rows: int = 1) -> str:
     * ``"alias"``: an alias table over the ``N = 2**b >= n`` outcomes
       (:mod:`jaxdp._alias`: ``O(N log N)`` per row, ``O(1)`` per draw);
     * ``"hybrid"``: an alias table over the leaves' blocks of ``K`` (a ``K``-th of
-      the table), then the descent's last level within the drawn block.
+      the table), then the descent's last level within the drawn block; or, at
+      depth ``j >= 2`` (:func:`hybrid_depth`), over level ``j`` of the descent,
+      then its ``j`` levels below the drawn node.
     """
     return _tuning.layout(n, num_draws, num_rows=num_rows)
 
@@ -363,24 +377,36 @@ def _sample_tree(
     blocks: Array,
     n: int,
     num_draws: int,
-    hybrid: bool,
+    depth: int,
     leaf_weights: Callable[[Array, Array], Array] | None = None,
 ) -> tuple[Array, Array]:
-    """The descent (``hybrid`` False) or the hybrid layout over ``leaves`` (weights,
-    or scores turned into weights by ``leaf_weights``) and their block sums."""
-    if hybrid:
-        # The block is drawn from an alias table of the block sums (whose build
-        # tells the row's validity), then the leaf by one level of the descent
-        # within it, with a key of its own.
-        key_block, key_leaf = jax.random.split(key)
-        block, ok = _alias.sample(key_block, blocks, num_draws)
-        leaf = (leaves, jnp.zeros((), leaves.dtype))
-        idx = descend(key_leaf, [leaf], num_draws, leaf_weights, start=block)
-    else:
+    """The descent (``depth`` 0) or the hybrid layout of that depth over ``leaves``
+    (weights, or scores turned into weights by ``leaf_weights``) and their block sums.
+
+    The hybrid draws a node of level ``depth`` from an alias table of the level's
+    masses (whose build tells the row's validity), then walks the descent's
+    ``depth`` lower levels from it, with a key of its own. Level 1 is the float32
+    block sums; a higher level's masses are its double-float sums' high words
+    (within ``u`` of them: :func:`guarantee`).
+    """
+    if depth == 0:
         idx = descend(key, _tables(leaves, blocks, n), num_draws, leaf_weights)
         total = jnp.sum(blocks, axis=-1)  # any sum tells a positive, finite row
         ok = jnp.isfinite(total) & (total > 0)
+        return jnp.minimum(idx, n - 1), ok
+    tables = _tables(leaves, blocks, n, depth + 1)
+    # The level's nodes unpadded: the table's build pads to its own width.
+    top = tables[depth][0][:, : level_counts(n)[depth]]
+    key_top, key_down = jax.random.split(key)
+    node, ok = _alias.sample(key_top, top, num_draws)
+    idx = descend(key_down, tables[:depth], num_draws, leaf_weights, start=node)
     return jnp.minimum(idx, n - 1), ok
+
+
+def hybrid_depth(n: int, num_draws: int, num_rows: int = 1) -> int:
+    """Levels of the descent below the hybrid's table (0 unless :func:`layout` is
+    ``"hybrid"``): :func:`jaxdp._tuning.hybrid_depth`."""
+    return _tuning.hybrid_depth(n, num_draws, num_rows=num_rows)
 
 
 def sample(key: PRNGKey, w: Array, num_draws: int) -> tuple[Array, Array]:
@@ -391,11 +417,11 @@ def sample(key: PRNGKey, w: Array, num_draws: int) -> tuple[Array, Array]:
     sound and :func:`guarantee` bounds all three.
     """
     num_rows, n = w.shape
-    how = layout(n, num_draws, num_rows)
-    if how == "alias":
+    if layout(n, num_draws, num_rows) == "alias":
         return _alias.sample(key, w, num_draws)
     blocks = _leaf_block_sums(lambda cols: w[..., cols], n)
-    return _sample_tree(key, _pad_to(w, level_sizes(n)[0]), blocks, n, num_draws, how == "hybrid")
+    depth = hybrid_depth(n, num_draws, num_rows)
+    return _sample_tree(key, _pad_to(w, level_sizes(n)[0]), blocks, n, num_draws, depth)
 
 
 def sample_scores(
@@ -409,15 +435,15 @@ def sample_scores(
     XLA to round it differently there, each is still within the weights' error
     of exact, which :func:`guarantee` counts twice)."""
     num_rows, n = scores.shape
-    how = layout(n, num_draws, num_rows)
-    if how == "alias":
+    if layout(n, num_draws, num_rows) == "alias":
         return sample(key, weights(scores, row_max, scale), num_draws)
     blocks = _leaf_block_sums(lambda cols: weights(scores[:, cols], row_max, scale), n)
 
     def leaf_weights(block: Array, rows: Array) -> Array:
         return weights(block, row_max[rows], scale[rows])
 
-    return _sample_tree(key, scores, blocks, n, num_draws, how == "hybrid", leaf_weights)
+    depth = hybrid_depth(n, num_draws, num_rows)
+    return _sample_tree(key, scores, blocks, n, num_draws, depth, leaf_weights)
 
 
 # ----------------------------------------------------------------------------- guarantee
@@ -440,7 +466,10 @@ def guarantee(
     descent's with its ``L`` upper levels replaced by an alias table over the
     ``ceil(n / K)`` block sums, ``a = 2 (2 u_exp + 2u) + (K - 1) u +
     a_t(b_blocks) + 2**-23`` (:func:`jaxdp._alias.table_error`) and ``δ' =
-    δ_alias(b_blocks) + (K - 1) 2**-40 + n e**-87``.
+    δ_alias(b_blocks) + (K - 1) 2**-40 + n e**-87``; at depth ``j >= 2``, a table
+    over level ``j``'s high words and ``j`` levels: ``a = 2 (2 u_exp + 2u) + (K -
+    1) u + u + a_t(b_j) + j 2**-23``, ``δ' = δ_alias(b_j) + j (K - 1) 2**-40 + n
+    e**-87``.
     """
     u = float(np.finfo(dtype).eps) / 2
     levels = num_levels(n)
@@ -467,5 +496,13 @@ def guarantee(
         a = w_err + (K - 1) * u + _alias.table_error(b) + 2.0**-23
         eps_h = epsilon + 4 * a
         delta_h = (1 + math.exp(eps_h)) * 2.0 ** -(60 - b) + (K - 1) * SHARE_FLOOR + tiny
+        bounds.append((eps_h, delta_h))
+    # Deeper hybrids: a table over the high words of level j's double-float sums
+    # (within u of them), then j levels of the descent.
+    for j, count in enumerate(level_counts(n)[2:-1], start=2):
+        b = _alias.log2_columns(count)
+        a = w_err + (K - 1) * u + u + _alias.table_error(b) + j * 2.0**-23
+        eps_h = epsilon + 4 * a
+        delta_h = (1 + math.exp(eps_h)) * 2.0 ** -(60 - b) + j * (K - 1) * SHARE_FLOOR + tiny
         bounds.append((eps_h, delta_h))
     return max(e for e, _ in bounds), max(d for _, d in bounds)

@@ -36,8 +36,8 @@ may be lowered for a platform other than the default one (``jax.export``, a CPU
 device on a GPU host), the kernel goes through :func:`staged`, which stages one
 program per kind with :func:`jax.lax.platform_dependent`; the compiler only ever
 sees the branch of the platform it compiles for. The rules that choose between
-kernels (:func:`choose_method`, :func:`layout`, :func:`use_table`,
-:func:`selection_block`) give the same answer on both kinds today, so reading the
+kernels (:func:`choose_method`, :func:`layout`, :func:`hybrid_depth`,
+:func:`use_table`, :func:`selection_block`) give the same answer on both kinds today, so reading the
 default backend is exact for them; a rule made to differ must be staged too.
 
 Draws. A chunked loop splits its key once per step, so for a fixed key the
@@ -176,10 +176,31 @@ def use_alias(n: int, num_draws: int, platform: str | None = None, num_rows: int
 #: 65536, in ``layout/`` and ``layout-bands/``), ties the table at a half
 #: (0.95-1.23) and loses to it from one; with 16 rows or more it loses
 #: everywhere (the explicit rows' gathers). A ``vmap`` over rows
-#: traces one row. GPU (unmeasured): the CPU values.
+#: traces one row.
+#:
+#: ``deep`` ``(rows, min_n, min_draws, c)``: deeper hybrids (:func:`hybrid_depth`),
+#: a table over level ``j >= 2`` of the descent and ``j`` levels below it, for
+#: calls of at most ``rows`` rows that would otherwise take the descent. CPU:
+#: ``python -m benchmarks tuning --only depth`` (rows ``depth_b<B>_n<n>_s<S>`` in
+#: ``benchmarks/results/cpu-2core-amd-epyc/depth/``, each depth timed against
+#: the descent): at 1, 4 and 32 rows of 4096 to 10**6 outcomes drawn 1000 to
+#: 10**5 times per row, the smallest depth whose table gets two draws per column
+#: takes 0.41-1.05 of the descent's time (0.69 at one row of 10**5 drawn 10**4
+#: times, issue 11's C4; 0.53 at one row of 10**6 drawn 10**5 times) and is
+#: within 1.18 of the fastest depth; at 100 draws it took 0.84-1.19, so calls
+#: of fewer than 1000 draws per row keep the descent. GPU (unmeasured): the CPU
+#: values.
 HYBRID = {
-    "cpu": {"min_n": 1000, "bands": ((1, 0.25, 4.0), (8, 0.25, 0.5))},
-    "gpu": {"min_n": 1000, "bands": ((1, 0.25, 4.0), (8, 0.25, 0.5))},
+    "cpu": {
+        "min_n": 1000,
+        "bands": ((1, 0.25, 4.0), (8, 0.25, 0.5)),
+        "deep": ((32, 4096, 1000, 2.0),),
+    },
+    "gpu": {
+        "min_n": 1000,
+        "bands": ((1, 0.25, 4.0), (8, 0.25, 0.5)),
+        "deep": ((32, 4096, 1000, 2.0),),
+    },
 }
 
 
@@ -191,18 +212,49 @@ def layout(n: int, num_draws: int, platform: str | None = None, num_rows: int = 
     their bounds, so this choice never changes it. The hybrid needs at least two
     blocks (``n > K``) and a full table within :data:`jaxdp._alias.MAX_LOG2_COLUMNS`.
     """
-    k = kind(platform)
-    b = _alias.log2_columns(n)
-    h = HYBRID[k]
-    lo, hi = next(((lo, hi) for rows, lo, hi in h["bands"] if num_rows <= rows), (0.0, 0.0))
-    if (
-        b <= _alias.MAX_LOG2_COLUMNS
-        and n > 8  # two blocks of K = 8 at least
-        and n >= h["min_n"]
-        and lo * 2**b <= num_draws < hi * 2**b
-    ):
+    if hybrid_depth(n, num_draws, platform, num_rows):
         return "hybrid"
     return "alias" if use_alias(n, num_draws, platform, num_rows) else "descent"
+
+
+def _level_counts(n: int) -> list[int]:
+    """Nodes per level of the descent (leaves first; blocks of 8, up to a top of at
+    most 8): :func:`jaxdp._descent.level_counts`, without the import cycle."""
+    counts = [n]
+    while counts[-1] > 8:
+        counts.append(-(-counts[-1] // 8))
+    return counts
+
+
+def hybrid_depth(n: int, num_draws: int, platform: str | None = None, num_rows: int = 1) -> int:
+    """Levels of the descent the hybrid walks below its alias table (0: no hybrid).
+
+    Depth 1 (a table over the leaves' blocks) in :data:`HYBRID`'s ``bands``. Else,
+    for calls the full table does not take, the ``deep`` entries ``(rows, min_n,
+    min_draws, c)``: the smallest depth ``j >= 2`` below the top whose level's table
+    (``2**b_j`` columns) gets at least ``c`` draws per column, for rows of at least
+    ``min_n`` outcomes drawn at least ``min_draws`` times. Every depth needs the full table within
+    :data:`jaxdp._alias.MAX_LOG2_COLUMNS` (:func:`jaxdp._descent.guarantee` bounds
+    each depth there) and two blocks (``n > 8``).
+    """
+    k = kind(platform)
+    b = _alias.log2_columns(n)
+    if b > _alias.MAX_LOG2_COLUMNS or n <= 8:
+        return 0
+    h = HYBRID[k]
+    lo, hi = next(((lo, hi) for rows, lo, hi in h["bands"] if num_rows <= rows), (0.0, 0.0))
+    if n >= h["min_n"] and lo * 2**b <= num_draws < hi * 2**b:
+        return 1
+    if use_alias(n, num_draws, platform, num_rows):
+        return 0
+    deep = next((d[1:] for d in h.get("deep", ()) if num_rows <= d[0]), None)
+    if deep is None or n < deep[0] or num_draws < deep[1]:
+        return 0
+    counts = _level_counts(n)
+    for j in range(2, len(counts) - 1):
+        if num_draws >= deep[2] * 2 ** _alias.log2_columns(counts[j]):
+            return j
+    return 0
 
 
 # ----------------------------------------------------------------------------- tabulated noisy max
@@ -237,7 +289,9 @@ ALIAS_DRAW_COST = {"cpu": 2.0, "gpu": 2.0}
 #: The same for a draw of the hybrid layout (an alias-table draw over the blocks,
 #: then one level of the descent): same command, row ``hybrid_draw_cost`` (14.0
 #: in ``costs-hybrid/``, 12.9 in a quick run; rounded up; the same run has the
-#: descent at 31 and the table at 1.19). GPU: the CPU value (unmeasured).
+#: descent at 31 and the table at 1.19). A hybrid of depth ``j`` is priced ``j``
+#: of these (unmeasured; it is taken only from 4096 candidates, the largest the
+#: table tabulates). GPU: the CPU value (unmeasured).
 HYBRID_DRAW_COST = {"cpu": 15.0, "gpu": 15.0}
 
 _DRAW_COST = {"descent": KERNEL_DRAW_COST, "alias": ALIAS_DRAW_COST, "hybrid": HYBRID_DRAW_COST}
@@ -252,7 +306,9 @@ def use_table(noise: str, draws_per_row: int, n: int, platform: str | None = Non
     table. Both paths are sound; each docstring states both guarantees."""
     k = kind(platform)
     race = draws_per_row * n
-    per_draw = _DRAW_COST[layout(n, draws_per_row, platform)][k]
+    how = layout(n, draws_per_row, platform)
+    # A hybrid of depth j walks j levels below its table: j hybrid draws' worth.
+    per_draw = _DRAW_COST[how][k] * max(1, hybrid_depth(n, draws_per_row, platform))
     if noise == "gumbel":
         return draws_per_row > 1 and race >= per_draw * draws_per_row + 4 * n
     if noise == "exponential":

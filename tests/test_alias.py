@@ -227,7 +227,8 @@ def test_dispatch_enumerates_every_layout():
     """The three layouts are reachable and each is chosen where its cost is lower:
     few draws per row (or rows past 2**20) take the descent, many the table, and
     at least 1000 outcomes drawn a quarter to four times per column in one row
-    (to half a draw per column in 2-8 rows) the hybrid."""
+    (to half a draw per column in 2-8 rows) the hybrid; from 4096 outcomes and
+    1000 draws in up to 32 rows, a deeper hybrid (tests/test_deep_hybrid.py)."""
     layout = _tuning.layout
     assert layout(1000, 1) == "descent"
     assert layout(1000, 255) == "descent"
@@ -244,7 +245,10 @@ def test_dispatch_enumerates_every_layout():
     assert layout(999, 1024) == "alias"  # below 1000 outcomes the table takes it
     assert layout(100, 32) == "alias"  # one row: from a quarter draw per column
     assert layout(100, 31) == "descent"
-    assert layout(10**5, 10**4) == "descent"  # C4 at n = 10**5: 0.08 draws per column
+    assert layout(10**5, 10**4) == "hybrid"  # C4 at n = 10**5: a deeper hybrid (depth 2)
+    assert _tuning.hybrid_depth(10**5, 10**4) == 2
+    assert layout(10**5, 999) == "descent"  # too few draws for any table to pay
+    assert layout(10**5, 10**4, num_rows=33) == "descent"  # more rows than measured
     assert layout(10**6, 2**20) == "hybrid"
     assert layout(2**20 + 1, 2**21) == "descent"  # past the largest table
     assert not _tuning.use_alias(1000, 1)

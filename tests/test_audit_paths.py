@@ -107,6 +107,7 @@ PATHS = {
     "exponential_alias_table": _inverse_cdf(D, D_NEIGHBOUR, "batched"),
     "exponential_alias_table_2**20": _inverse_cdf(H, H_NEIGHBOUR, "batched"),
     "exponential_hybrid": _inverse_cdf(D, D_NEIGHBOUR, "batched"),
+    "exponential_deep_hybrid": _inverse_cdf(H, H_NEIGHBOUR, "batched"),
     "exponential_descent": _inverse_cdf(D, D_NEIGHBOUR, "montecarlo"),
     "exponential_gumbel": Path(
         mechanism=functools.partial(jaxdp.exponential, method="gumbel", **KW),
@@ -215,7 +216,11 @@ PATHS = {
 
 
 #: Draws per batched call where the default (2**20) would not pick the layout named.
-BATCH = {"exponential_alias_table_2**20": 1 << 22, "exponential_hybrid": 1 << 13}
+BATCH = {
+    "exponential_alias_table_2**20": 1 << 22,
+    "exponential_hybrid": 1 << 13,
+    "exponential_deep_hybrid": 1 << 13,
+}
 
 
 def _audit(mech, x, xn, driver, eps_stated, key, batch_size=1 << 20):
@@ -249,21 +254,25 @@ def test_path_audit_catches_rounding_control():
 
 def test_paths_cover_the_dispatcher():
     """Every layout of the categorical dispatcher has an audit: the alias table
-    and the hybrid (many draws per call, batched driver) and the descent (one
-    draw per trial)."""
+    and the hybrid at depth 1 and 3 (many draws per call, batched driver) and the
+    descent (one draw per trial)."""
     layouts = {
         "exponential_alias_table": _descent.layout(N_BIG, 1 << 20),
         "exponential_alias_table_2**20": _descent.layout(
             N_HUGE, BATCH["exponential_alias_table_2**20"]
         ),
         "exponential_hybrid": _descent.layout(N_BIG, BATCH["exponential_hybrid"]),
+        "exponential_deep_hybrid": _descent.layout(N_HUGE, BATCH["exponential_deep_hybrid"]),
         "exponential_descent": _descent.layout(N_BIG, 1),
     }
     assert layouts == {
         "exponential_alias_table": "alias",
         "exponential_alias_table_2**20": "alias",
         "exponential_hybrid": "hybrid",
+        "exponential_deep_hybrid": "hybrid",
         "exponential_descent": "descent",
     }
+    assert _descent.hybrid_depth(N_BIG, BATCH["exponential_hybrid"]) == 1
+    assert _descent.hybrid_depth(N_HUGE, BATCH["exponential_deep_hybrid"]) == 3
     assert {PATHS[p].driver for p in layouts} == {"batched", "montecarlo"}
     assert np.all(np.asarray(D_NEIGHBOUR) - np.asarray(D) >= 0)  # one added record

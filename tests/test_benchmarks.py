@@ -233,14 +233,19 @@ def test_tuning_sections_run_and_restore_the_tables():
 
     tables = (_tuning.RACE_CHUNK, _tuning.ALIAS_MIN_DRAWS, _tuning.HYBRID)
     before = [dict(t) for t in tables]
-    grid = {"layout": [(1, 20, (1,))], "race": [(2, 10, 3)], "chunks": (16,), "table_n": (8,)}
-    rows = tuning.layout_rows(grid, 1) + tuning.race_chunk_rows(grid, 1)
-    rows += tuning.table_chunk_rows(grid, 1)
+    rule = _tuning.hybrid_depth
+    grid = {"layout": [(1, 20, (1,))], "depth": [(1, 100, (20,))], "race": [(2, 10, 3)],
+            "chunks": (16,), "table_n": (8,)}  # fmt: skip
+    rows = tuning.layout_rows(grid, 1) + tuning.depth_rows(grid, 1)
+    rows += tuning.race_chunk_rows(grid, 1) + tuning.table_chunk_rows(grid, 1)
     names = [r["name"] for r in rows]
-    assert names == ["layout_b1_n20_s32", "race_chunk_16_b2_n10_s3", "table_chunk_16_n8"]
+    assert names == ["layout_b1_n20_s32", "depth_b1_n100_s20", "race_chunk_16_b2_n10_s3",
+                     "table_chunk_16_n8"]  # fmt: skip
     assert rows[0]["chosen"] == "alias"
     assert rows[0]["hybrid_over_descent"] > 0 and rows[0]["hybrid_over_alias"] > 0
+    assert rows[1]["depth1_over_descent"] > 0 and rows[1]["chosen"] == 0
     assert [dict(t) for t in tables] == before
+    assert _tuning.hybrid_depth is rule
 
 
 def test_forced_layouts_take_their_layout():
@@ -254,3 +259,29 @@ def test_forced_layouts_take_their_layout():
                 for table, value in overrides:
                     stack.enter_context(tuning.override(table, value))
                 assert _tuning.layout(n, s, num_rows=rows) == how, (how, n, s, rows)
+
+
+def test_forced_depth_takes_its_depth():
+    """The override behind the depth rows forces each depth, and restores the rule."""
+    from benchmarks import tuning
+    from jaxdp import _descent, _tuning
+
+    rule = _tuning.hybrid_depth
+    for depth in (0, 2, 4):
+        with tuning.forced_depth(depth):
+            assert _descent.hybrid_depth(10**5, 10**4) == depth
+            assert (_tuning.layout(10**5, 10**4) == "hybrid") == (depth > 0)
+    assert _tuning.hybrid_depth is rule
+    assert _descent.hybrid_depth(10**5, 10**4) == 2
+
+
+def test_interleaved_timing_runs_to_its_minimum_time():
+    """Fast calls are timed for ``min_time_s`` (up to ``max_rounds``), not ``repeats``
+    rounds; cold calls keep their repeats."""
+    from benchmarks._timing import time_interleaved
+
+    ts, tt, ratios = time_interleaved(lambda: None, lambda: None, repeats=3, budget_s=1.0,
+                                      min_time_s=0.05, max_rounds=50)  # fmt: skip
+    assert len(ts) == len(tt) == len(ratios) == 50
+    ts, _, _ = time_interleaved(lambda: None, lambda: None, repeats=3, budget_s=1.0)
+    assert len(ts) == 3

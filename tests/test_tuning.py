@@ -106,6 +106,10 @@ def test_auto_rule_is_static_and_the_same_on_both_kinds():
         for n in (2, 16, 17, 300, 1000):
             assert _tuning.choose_method(s, n, 1, "cpu") == _tuning.choose_method(s, n, 1, "cuda")
             assert _tuning.layout(n, s, "cpu") == _tuning.layout(n, s, "cuda")
+            for rows in (1, 4, 64):
+                assert _tuning.hybrid_depth(n * 50, s, "cpu", rows) == _tuning.hybrid_depth(
+                    n * 50, s, "cuda", rows
+                )
             for noise in ("gumbel", "exponential", "laplace"):
                 assert _tuning.use_table(noise, s, n, "cpu") == _tuning.use_table(
                     noise, s, n, "cuda"

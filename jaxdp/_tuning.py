@@ -185,11 +185,12 @@ def use_alias(n: int, num_draws: int, platform: str | None = None, num_rows: int
 #: ``benchmarks/results/cpu-2core-amd-epyc/depth/``, each depth timed against
 #: the descent): at 1, 4 and 32 rows of 4096 to 10**6 outcomes drawn 1000 to
 #: 10**5 times per row, the smallest depth whose table gets two draws per column
-#: takes 0.41-1.05 of the descent's time (0.69 at one row of 10**5 drawn 10**4
-#: times, issue 11's C4; 0.53 at one row of 10**6 drawn 10**5 times) and is
-#: within 1.18 of the fastest depth; at 100 draws it took 0.84-1.19, so calls
-#: of fewer than 1000 draws per row keep the descent. GPU (unmeasured): the CPU
-#: values.
+#: takes 0.43-0.96 of the descent's time (0.77 at one row of 10**5 drawn 10**4
+#: times, issue 11's C4, where depth 3 is within 2% of it over 2,500 rounds;
+#: 0.56 at one row of 10**6 drawn 10**5 times) and is within 1.38 of the
+#: fastest depth. A first run of the grid (before ``min_draws``) gave 0.41-1.05,
+#: and 0.84-1.19 at 100 draws, so calls of fewer than 1000 draws per row keep
+#: the descent. GPU (unmeasured): the CPU values.
 HYBRID = {
     "cpu": {
         "min_n": 1000,

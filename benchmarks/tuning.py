@@ -43,7 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxdp
-from jaxdp import _tuning
+from jaxdp import _descent, _tuning
 
 from . import _machine, _paths
 from ._timing import compiled_call, time_interleaved
@@ -211,7 +211,7 @@ def depth_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
     rows = []
     for b, n, draws in grid["depth"]:
         x = _scores(b, n)
-        depths = range(len(_tuning._level_counts(n)) - 1)
+        depths = range(len(_descent.level_counts(n)) - 1)
         for s in draws:
 
             def fn(k, x, s=s, b=b):
@@ -304,7 +304,7 @@ def table_chunk_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
 
 def cost_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
     """The tabulated noisy max's cost model, in race variates."""
-    from jaxdp import _descent, _tabulated
+    from jaxdp import _tabulated
 
     n, s = 1000, 1 << 13
     x = _scores(1, n)[0]

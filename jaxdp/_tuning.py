@@ -37,8 +37,9 @@ device on a GPU host), the kernel goes through :func:`staged`, which stages one
 program per kind with :func:`jax.lax.platform_dependent`; the compiler only ever
 sees the branch of the platform it compiles for. The rules that choose between
 kernels (:func:`choose_method`, :func:`layout`, :func:`hybrid_depth`,
-:func:`use_table`, :func:`selection_block`) give the same answer on both kinds today, so reading the
-default backend is exact for them; a rule made to differ must be staged too.
+:func:`use_table`, :func:`selection_block`) give the same answer on both kinds
+today, so reading the default backend is exact for them; a rule made to differ
+must be staged too.
 
 Draws. A chunked loop splits its key once per step, so for a fixed key the
 draws depend on the chunking, hence on the backend (the design allows this:
@@ -218,25 +219,17 @@ def layout(n: int, num_draws: int, platform: str | None = None, num_rows: int = 
     return "alias" if use_alias(n, num_draws, platform, num_rows) else "descent"
 
 
-def _level_counts(n: int) -> list[int]:
-    """Nodes per level of the descent (leaves first; blocks of 8, up to a top of at
-    most 8): :func:`jaxdp._descent.level_counts`, without the import cycle."""
-    counts = [n]
-    while counts[-1] > 8:
-        counts.append(-(-counts[-1] // 8))
-    return counts
-
-
 def hybrid_depth(n: int, num_draws: int, platform: str | None = None, num_rows: int = 1) -> int:
     """Levels of the descent the hybrid walks below its alias table (0: no hybrid).
 
     Depth 1 (a table over the leaves' blocks) in :data:`HYBRID`'s ``bands``. Else,
     for calls the full table does not take, the ``deep`` entries ``(rows, min_n,
-    min_draws, c)``: the smallest depth ``j >= 2`` below the top whose level's table
-    (``2**b_j`` columns) gets at least ``c`` draws per column, for rows of at least
-    ``min_n`` outcomes drawn at least ``min_draws`` times. Every depth needs the full table within
-    :data:`jaxdp._alias.MAX_LOG2_COLUMNS` (:func:`jaxdp._descent.guarantee` bounds
-    each depth there) and two blocks (``n > 8``).
+    min_draws, c)``: the smallest depth ``j >= 2`` below the top whose level's
+    table (``2**b_j`` columns) gets at least ``c`` draws per column, for rows of
+    at least ``min_n`` outcomes drawn at least ``min_draws`` times. Every depth
+    needs the full table within :data:`jaxdp._alias.MAX_LOG2_COLUMNS`
+    (:func:`jaxdp._descent.guarantee` bounds each depth there) and two blocks
+    (``n > 8``).
     """
     k = kind(platform)
     b = _alias.log2_columns(n)
@@ -251,7 +244,9 @@ def hybrid_depth(n: int, num_draws: int, platform: str | None = None, num_rows: 
     deep = next((d[1:] for d in h.get("deep", ()) if num_rows <= d[0]), None)
     if deep is None or n < deep[0] or num_draws < deep[1]:
         return 0
-    counts = _level_counts(n)
+    from ._descent import level_counts  # at call time: _descent imports this module
+
+    counts = level_counts(n)
     for j in range(2, len(counts) - 1):
         if num_draws >= deep[2] * 2 ** _alias.log2_columns(counts[j]):
             return j

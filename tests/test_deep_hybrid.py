@@ -13,8 +13,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_alias import _grouped_law, _privacy_loss, _weights, implemented_law
+from test_alias import _grouped_law, _weights
 from test_descent import _group_pvalue as _pvalue
+from test_hybrid import _hybrid_law, check_invalid_rows, check_neighbours, row_laws
 
 import jaxdp
 from jaxdp import _alias, _descent, _threefry, _tuning
@@ -202,33 +203,6 @@ def test_law_test_catches_a_wrong_level_below_the_table(monkeypatch):
 # ----------------------------------------------------------------------------- exact law
 
 
-def _deep_law(w, depth):
-    """The deep hybrid's law for weights ``w`` ``(n,)``: the level-``depth`` table's
-    implemented law computed exactly from the stored tables (built compiled, from
-    the compiled level masses), times each leaf's share of its node (float64 of
-    the float32 weights; the levels below, within 2**-23 relative each for shares
-    above 2**-40, are proven rather than computed here)."""
-    n = w.shape[0]
-    count = _descent.level_counts(n)[depth]
-
-    @jax.jit
-    def level(w):
-        blocks = _descent._leaf_block_sums(lambda cols: w[..., cols], n)
-        leaves = _descent._pad_to(w, _descent.level_sizes(n)[0])
-        return _descent._tables(leaves, blocks, n, depth + 1)[depth][0][:, :count]
-
-    p_node, ok = implemented_law(level(jnp.asarray(w)[None])[0])
-    assert ok
-    assert np.all(p_node[count:] == 0)
-    span = K**depth
-    leaves = np.zeros(count * span)
-    leaves[:n] = np.asarray(w, np.float64)
-    leaves = leaves.reshape(count, span)
-    total = leaves.sum(axis=1, keepdims=True)
-    share = np.divide(leaves, total, out=np.zeros_like(leaves), where=total > 0)
-    return (p_node[:count, None] * share).ravel()[:n]
-
-
 def _bound(n, depth):
     # The float32 block sums ((K - 1) u), the high word (u), the double-float sums
     # (far below u), on each side of the ratio, and the table's own a_t.
@@ -240,7 +214,7 @@ def _bound(n, depth):
 def test_deep_law_is_within_its_bound(depth):
     scores = np.random.default_rng(0).normal(size=10**5).astype(np.float32) * 20
     w = np.asarray(_weights(scores, 2.0), np.float64)
-    p, q = _deep_law(w.astype(np.float32), depth), w / w.sum()
+    p, q = _hybrid_law(w.astype(np.float32), depth), w / w.sum()
     excess = np.abs(p - q) - _bound(w.size, depth) * q
     assert np.all(excess <= 2 * 2.0**-64)
 
@@ -250,41 +224,20 @@ def test_deep_law_check_catches_wrong_weights():
     scores = np.random.default_rng(0).normal(size=10**5).astype(np.float32) * 20
     w = np.asarray(_weights(scores, 2.0), np.float64)
     wrong = (w * (1 + 1e-5 * (np.arange(w.size) // K**2 % 2))).astype(np.float32)
-    p, q = _deep_law(wrong, 2), w / w.sum()
+    p, q = _hybrid_law(wrong, 2), w / w.sum()
     assert np.max(np.abs(p - q) - _bound(w.size, 2) * q) > 2 * 2.0**-64
 
 
-def _neighbours():
-    n = 4096  # finding 1: D = [17, 0, ...] against D' = [17, 1, ...], monotonic
-    d = np.zeros(n, np.float32)
-    d[0] = 17
-    d2 = np.ones(n, np.float32)
-    d2[0] = 17
-    yield "finding 1", d, d2, True, 2
-    n = 2**20 - 3  # a dominant outcome moved by Δ over 2**20 - 4 tiny ones
-    a = np.full(n, -40.0, np.float32)
-    a[7] = 0.0
-    b = a.copy()
-    b[7] = 1.0
-    for depth in (2, 3, 5):
-        yield f"dominant then tiny, depth {depth}", a, b, False, depth
-
-
-@pytest.mark.parametrize("case", [c[0] for c in _neighbours()])
-def test_adversarial_neighbours_exactly(case):
-    """Issue 10's attacks on the deep hybrid: its laws on both neighbours are within
-    the stated (ε', δ') with room for the j proven levels' 2**-23 on each side, and
-    no outcome is possible on one side only."""
-    _, d, d2, monotonic, depth = next(c for c in _neighbours() if c[0] == case)
-    assert depth in _depths(d.size)
-    eps_p, delta_p = _descent.guarantee(d.size, 1.0)
-    pa = _deep_law(_weights(d, 1.0, monotonic=monotonic), depth)
-    pb = _deep_law(_weights(d2, 1.0, monotonic=monotonic), depth)
-    assert np.all(pa > 0) and np.all(pb > 0)
-    room = eps_p - 2 * depth * 2.0**-23
-    ratio, delta = _privacy_loss(pa, pb, room)
-    assert ratio <= room
-    assert delta <= delta_p
+@pytest.mark.parametrize(
+    "case, depth",
+    [("finding 1", 2)] + [("dominant then tiny", depth) for depth in (2, 3, 5)],
+)
+def test_adversarial_neighbours_exactly(case, depth):
+    """Issue 10's attacks on the deep hybrid, with room for the ``depth`` proven
+    levels' 2**-23 on each side (:func:`test_hybrid.check_neighbours`)."""
+    size = {"finding 1": 4096, "dominant then tiny": 2**20 - 3}[case]
+    assert depth in _depths(size)
+    check_neighbours(case, depth)
 
 
 def test_stated_guarantee_covers_every_depth():
@@ -335,29 +288,14 @@ def test_rows_do_not_mix_by_default():
         return jax.vmap(one)(jax.random.split(key, 200))
 
     r = np.asarray(many(jax.random.key(9)))
-    g = np.arange(n) * 10 // n
-    laws = []
-    for s in rows.astype(np.float64):
-        p = np.exp((s - s.max()) / 2)
-        laws.append(np.bincount(g, weights=p / p.sum()))
+    g, laws = row_laws(rows)
     for k in range(4):
         assert _pvalue(r[..., k], g, laws[k]) > 1e-4
         assert _pvalue(r[..., k], g, laws[(k + 1) % 4]) < 1e-6
 
 
 def test_invalid_and_degenerate_rows(monkeypatch):
-    """A row with one positive weight (in a partial last node) always draws it; rows
-    with a NaN, an infinite weight or no positive weight are flagged invalid."""
+    """Invalid rows are flagged at depth 2 too (:func:`test_hybrid.check_invalid_rows`)."""
     _force(monkeypatch, 2)
-    n = 600
-    assert 2 in _depths(n)
-    w = np.zeros((4, n), np.float32)
-    w[0, n - 1] = 1.0
-    w[1] = 1.0
-    w[1, 3] = np.nan
-    w[2, 500] = np.inf
-    r, ok = jax.jit(_descent.sample, static_argnums=2)(
-        _threefry.fast_key(jax.random.key(0)), jnp.asarray(w), 1000
-    )
-    assert list(np.asarray(ok)) == [True, False, False, False]
-    assert np.all(np.asarray(r)[:, 0] == n - 1)
+    assert 2 in _depths(600)
+    check_invalid_rows(600, 500)

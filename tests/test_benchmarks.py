@@ -178,7 +178,7 @@ def test_call_shapes_cover_the_issue_and_build_in_every_mode():
             assert (p.op is None) == (p.required is None)
     quick = _shapes.SIZES["quick"]
     assert quick["c1"] == (256, 32768) and quick["c2"] == (12, 1024, 1000)
-    assert [n for n, _ in quick["c4"]] == [10, 1000, 10**5] and quick["c5"] == (1000, 10**5)
+    assert [n for n, _ in quick["c4"]] == [10, 1000, 10**4, 10**5] and quick["c5"] == (1000, 10**5)
 
 
 def test_call_shapes_report_ratio_and_target(tmp_path, monkeypatch):

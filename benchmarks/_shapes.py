@@ -35,8 +35,8 @@ EPS, DELTA = 1.0, 1.0
 #: Sizes per suite mode. ``quick`` keeps every shape's character (the sizes the issue
 #: names) where one call is cheap, and shrinks only the costly ones. C4 also has
 #: n = 10**4, which the issue does not name: at 10**4 draws jaxdp was slower than the
-#: hand-written kernel from about n = 5e3 to 5e4 (0.77-0.96x, 2-core Intel Xeon),
-#: between the sizes the issue names, and a vocabulary of 10**4 is a common row.
+#: hand-written kernel from about n = 5e3 to 5e4 (0.77-0.96x, 2-core Intel Xeon), and
+#: a vocabulary of 10**4 is a common row.
 SIZES: dict[str, dict[str, Any]] = {
     "smoke": {
         "c1": (8, 1024),

@@ -55,7 +55,7 @@ def _build_primitive():
         get_traceback = checkify_internals.get_traceback
         assert_func = checkify_internals.assert_func
         init_error = checkify_internals.init_error
-        discharge = checkify_internals.check_discharge_rule
+        stock_check_p = checkify_internals.check_p
         bdim_at_front = batching.bdim_at_front
     except (ImportError, AttributeError):  # pragma: no cover - depends on the JAX release
         return None
@@ -88,12 +88,19 @@ def _build_primitive():
 
     pe.dce_rules[check_p] = keep
 
-    def checkify_rule(error, enabled_errors, pred, *fmt_flat, msg, fmt_tree):
+    def checkify_rule(*args, msg, fmt_tree):
+        # The leading arguments are the checkify interpreter's own (the error and
+        # the enabled errors in jax 0.10; a context before them in jax 0.11); the
+        # last ones are this primitive's operands, the predicate and the values.
+        # They go on, untouched, to the rule of checkify's own check primitive,
+        # which takes the same leading arguments in every release.
+        split = len(args) - 1 - fmt_tree.num_leaves
+        lead, (pred, *fmt_flat) = args[:split], args[split:]
         fmt_args, fmt_kwargs = tree_util.tree_unflatten(fmt_tree, fmt_flat)
         failure = failed_check_error(get_traceback(), msg, *fmt_args, **fmt_kwargs)
         new_error = assert_func(init_error, jnp.logical_not(pred), failure)
         flat, tree = tree_util.tree_flatten(new_error)
-        return discharge(error, enabled_errors, *flat, err_tree=tree, debug=True)
+        return error_checks[stock_check_p](*lead, *flat, err_tree=tree, debug=True)
 
     error_checks[check_p] = checkify_rule
     return check_p

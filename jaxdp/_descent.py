@@ -21,8 +21,8 @@ exact product and of the small remainder separately (the latter by a
 polynomial, :func:`jaxdp._twofloat.exp_small`: XLA's simplifier rewrites a
 product of two ``exp`` into the ``exp`` of the rounded sum), and multiplies: the
 weight is ``exp(logit) (1 + eta)`` with ``|eta| <= 2 u_exp + 2u`` *whatever the
-logit*, where ``u_exp`` is the backend's ``exp`` error (measured 1.39u on
-XLA:CPU by the tests; CUDA documents 2 ulp).
+logit*, where ``u_exp`` is the backend's ``exp`` error, bounded by
+:data:`EXP_ERROR_U` on every backend.
 
 Descent. Weights are grouped in blocks of :data:`K` = 8; a block's mass is a
 double-float (hi, lo) pair summed by one variadic reduction whose combiner is
@@ -81,6 +81,22 @@ K = 8
 #: A child's share of its parent below which its relative error is not bounded
 #: by the pure part of the guarantee (it is counted in δ' instead).
 SHARE_FLOOR = 2.0**-40
+
+#: Relative error of the backend's ``exp``, in units of the dtype's unit roundoff
+#: ``u``, that every bound on the weights assumes (``u_exp``): 2 ulp = 4u, the bound
+#: CUDA documents for ``expf`` and ``exp`` (CUDA C++ Programming Guide, "Mathematical
+#: Functions": maximum ulp error), which XLA:GPU calls. ``tests/test_descent.py``
+#: measures it on the backend it runs on: 1.39u on XLA:CPU (jax 0.10.2) and 2.49u
+#: on XLA:GPU (H100, jax 0.11.2), which the earlier assumption of 2u did not cover.
+#: The noisy-max race assumed 4u already (``c_exp`` in SECURITY.md).
+EXP_ERROR_U = 4.0
+
+
+def weight_error(dtype=np.float32) -> float:
+    """Relative error bound of one computed weight, ``2 u_exp + 2u`` (:func:`weights`)."""
+    u = float(np.finfo(dtype).eps) / 2
+    return (2 * EXP_ERROR_U + 2) * u
+
 
 # ----------------------------------------------------------------------------- double-float
 
@@ -409,19 +425,41 @@ def hybrid_depth(n: int, num_draws: int, num_rows: int = 1) -> int:
     return _tuning.hybrid_depth(n, num_draws, num_rows=num_rows)
 
 
+def _plan(n: int, num_draws: int, num_rows: int) -> Callable[[str], tuple[str, int]]:
+    """The (layout, hybrid depth) on each platform kind, for :func:`jaxdp._tuning.staged`:
+    the rules differ between kinds (the descent takes many more draws on a GPU), so
+    the program that runs is the one of the platform it is compiled for."""
+
+    def plan(kind: str) -> tuple[str, int]:
+        how = _tuning.layout(n, num_draws, kind, num_rows)
+        return how, _tuning.hybrid_depth(n, num_draws, kind, num_rows)
+
+    return plan
+
+
 def sample(key: PRNGKey, w: Array, num_draws: int) -> tuple[Array, Array]:
     """Draws for weights ``w`` ``(R, n)``: ``(num_draws, R)`` int32 indices and the
     rows' validity (a positive, finite total).
 
-    The layout (descent, alias table or hybrid) follows :func:`layout`; each is
-    sound and :func:`guarantee` bounds all three.
+    The layout (descent, alias table or hybrid) follows :func:`layout` for the
+    platform the program is compiled for; each is sound and :func:`guarantee`
+    bounds all three.
     """
     num_rows, n = w.shape
-    if layout(n, num_draws, num_rows) == "alias":
-        return _alias.sample(key, w, num_draws)
-    blocks = _leaf_block_sums(lambda cols: w[..., cols], n)
-    depth = hybrid_depth(n, num_draws, num_rows)
-    return _sample_tree(key, _pad_to(w, level_sizes(n)[0]), blocks, n, num_draws, depth)
+
+    def build(plan: tuple[str, int]) -> Callable[[PRNGKey, Array], tuple[Array, Array]]:
+        how, depth = plan
+
+        def run(key: PRNGKey, w: Array) -> tuple[Array, Array]:
+            if how == "alias":
+                return _alias.sample(key, w, num_draws)
+            blocks = _leaf_block_sums(lambda cols: w[..., cols], n)
+            leaves = _pad_to(w, level_sizes(n)[0])
+            return _sample_tree(key, leaves, blocks, n, num_draws, depth)
+
+        return run
+
+    return _tuning.staged(_plan(n, num_draws, num_rows), build, key, w)
 
 
 def sample_scores(
@@ -435,15 +473,23 @@ def sample_scores(
     XLA to round it differently there, each is still within the weights' error
     of exact, which :func:`guarantee` counts twice)."""
     num_rows, n = scores.shape
-    if layout(n, num_draws, num_rows) == "alias":
-        return sample(key, weights(scores, row_max, scale), num_draws)
-    blocks = _leaf_block_sums(lambda cols: weights(scores[:, cols], row_max, scale), n)
 
-    def leaf_weights(block: Array, rows: Array) -> Array:
-        return weights(block, row_max[rows], scale[rows])
+    def build(plan: tuple[str, int]) -> Callable[..., tuple[Array, Array]]:
+        how, depth = plan
 
-    depth = hybrid_depth(n, num_draws, num_rows)
-    return _sample_tree(key, scores, blocks, n, num_draws, depth, leaf_weights)
+        def run(key: PRNGKey, scores: Array, row_max: Array, scale: Array):
+            if how == "alias":
+                return _alias.sample(key, weights(scores, row_max, scale), num_draws)
+            blocks = _leaf_block_sums(lambda cols: weights(scores[:, cols], row_max, scale), n)
+
+            def leaf_weights(block: Array, rows: Array) -> Array:
+                return weights(block, row_max[rows], scale[rows])
+
+            return _sample_tree(key, scores, blocks, n, num_draws, depth, leaf_weights)
+
+        return run
+
+    return _tuning.staged(_plan(n, num_draws, num_rows), build, key, scores, row_max, scale)
 
 
 # ----------------------------------------------------------------------------- guarantee
@@ -459,9 +505,9 @@ def guarantee(
 
     Descent: ``ε' = ε + 4 a`` with ``a = 2 (2 u_exp + 2u) + (K - 1) u + (L + 1)
     2**-23`` (the weights counted once when given rather than recomputed; ``u_exp =
-    2u``; the leaves' float32 block sums; ``L + 1`` levels), and ``δ' = (L + 1) (K -
-    1) 2**-40 + n e**-87`` (children of share below 2**-40, and weights below
-    float32's normal range; ``e**-708`` in float64). Alias table:
+    4u``, :data:`EXP_ERROR_U`; the leaves' float32 block sums; ``L + 1`` levels),
+    and ``δ' = (L + 1) (K - 1) 2**-40 + n e**-87`` (children of share below
+    2**-40, and weights below float32's normal range; ``e**-708`` in float64). Alias table:
     :func:`jaxdp._alias.guarantee`, plus the same ``n e**-87``. Hybrid: the
     descent's with its ``L`` upper levels replaced by an alias table over the
     ``ceil(n / K)`` block sums, ``a = 2 (2 u_exp + 2u) + (K - 1) u +
@@ -474,19 +520,20 @@ def guarantee(
     u = float(np.finfo(dtype).eps) / 2
     levels = num_levels(n)
     if np.dtype(dtype) == np.float64:
-        a = (12 if recomputed else 6) * u + (K - 1) * u * (levels > 1) + levels * 2.0**-52
+        w_err = (2 if recomputed else 1) * weight_error(dtype)
+        a = w_err + (K - 1) * u * (levels > 1) + levels * 2.0**-52
         delta = levels * (K - 1) * 2.0**-80 + n * math.exp(-708)
         return epsilon + 4 * a, delta
-    # weights (6u; twice when the leaves are recomputed from the scores, as
-    # sample_scores does, once when given as weights, as sample), the leaves'
-    # float32 block sums ((K - 1) u), each level's choice.
-    w_err = (12 if recomputed else 6) * u
+    # weights (weight_error, 10u; twice when the leaves are recomputed from the
+    # scores, as sample_scores does, once when given as weights, as sample), the
+    # leaves' float32 block sums ((K - 1) u), each level's choice.
+    w_err = (2 if recomputed else 1) * weight_error(dtype)
     tiny = n * math.exp(-87)
     a = w_err + (K - 1) * u * (levels > 1) + levels * 2.0**-23
     bounds = [(epsilon + 4 * a, levels * (K - 1) * SHARE_FLOOR + tiny)]
     if _alias.log2_columns(n) > _alias.MAX_LOG2_COLUMNS:
         return bounds[0]
-    eps_a, delta_a = _alias.guarantee(n, epsilon, 6 * u)
+    eps_a, delta_a = _alias.guarantee(n, epsilon, weight_error(dtype))
     bounds.append((eps_a, delta_a + tiny))
     if n > K:  # the hybrid needs two blocks at least (jaxdp._tuning.layout)
         # The hybrid: a table over the blocks (float32 sums of K weights, within

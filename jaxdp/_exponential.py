@@ -124,8 +124,8 @@ def exponential(
       two bounds differ little; else ``"inverse_cdf"``). ``"inverse_cdf"``: weights exact
       to a few ulp at any logit, the scale rounded down, then a sorted descent
       (few draws per row) or a double-float alias table (many draws per row);
-      each draw is (ε', δ')-DP with ε' = ε + 6.5e-6, δ' = 2.6e-11 at n = 10³ and
-      ε' = ε + 7.9e-6, δ' = 4.5e-11 at n = 10⁶ (ε = 1;
+      each draw is (ε', δ')-DP with ε' = ε + 8.3e-6, δ' = 2.6e-11 at n = 10³ and
+      ε' = ε + 9.8e-6, δ' = 4.5e-11 at n = 10⁶ (ε = 1;
       ``jaxdp._descent.guarantee(n, ε)`` for any n). ``"gumbel"``: an exponential
       race on exact logits with 64-bit noise, ε' = ε + 2.4e-6,
       δ' = n (1 + e^ε') 2⁻⁶⁵. No outcome whose exact probability exceeds δ'/n is
@@ -147,7 +147,7 @@ def exponential(
       ``δ' = (L + 1) 7 2**-40 + n e**-87 + n e**(ε - 86)`` (``L + 1`` descent
       levels); ``"gumbel"``: ``ε' = ε + 54u + 4 tau``,
       ``δ' = n (1 + e**ε') 2**-65``. At n = 10**6, ε = 1 and ``R_mu <= 2**20``
-      that is ε' ≤ ε + 6.8e-6 and δ' ≤ 4.5e-11 (inverse CDF), ε' ≤ ε + 3.6e-6 and
+      that is ε' ≤ ε + 7.7e-6 and δ' ≤ 4.5e-11 (inverse CDF), ε' ≤ ε + 3.6e-6 and
       δ' ≤ 1e-13 (Gumbel); ``jaxdp._measure.guarantee`` computes it and
       ``SECURITY.md`` ("Finite precision: the base measure") derives it. The
       rounding of ``log_measure`` itself to float32 is data-independent: it

@@ -415,7 +415,7 @@ def _relevant_logit(n: int, k: int, dtype) -> float:
 def weight_error(n: int, k: int, dtype=np.float32) -> float:
     """Bound on ``|ln(w 2**T / W)|`` for the computed weight ``w`` of a group of exact
     weight ``W`` whose normalised weight ``W 2**-T`` is at least
-    ``2**-underflow_log2(dtype)``: ``2 u_exp + 2u + tau`` (``u_exp = 2u``), with
+    ``2**-underflow_log2(dtype)``: ``2 u_exp + 2u + tau`` (``u_exp = 4u``), with
     ``tau`` the rounding of the small remainder and of the count product
     (SECURITY.md, "joint top-k")."""
     u = float(np.finfo(dtype).eps) / 2
@@ -424,20 +424,19 @@ def weight_error(n: int, k: int, dtype=np.float32) -> float:
     s = (k - 1) * math.log2(n) + 3
     ln2_lo = abs(_LN2[np.dtype(dtype)][1])
     tau = (u * u * (10 * big_l + 3 * h + 8 * k + 4) + 3 * u * s * ln2_lo) * (1 + 2.0**-20)
-    return 6 * u + tau
+    return _descent.weight_error(dtype) + tau
 
 
 def guarantee(n: int, k: int, epsilon: float, dtype=np.float32) -> tuple[float, float]:
     """The (ε', δ') of one draw of :func:`joint_top_k` for rows of ``n`` outcomes
     (SECURITY.md, "joint top-k"): the categorical kernel's bound over the ``k n``
-    groups for weights given to ``6u`` (:func:`jaxdp._descent.guarantee` with
+    groups for weights given to ``10u`` (:func:`jaxdp._descent.guarantee` with
     ``recomputed=False``), plus ``4 tau`` for the weights' excess error over
-    ``6u`` and ``2 beta`` for the uniform fill (``beta = 1.01 (k - 1) n 2**-64``); δ'
+    ``10u`` and ``2 beta`` for the uniform fill (``beta = 1.01 (k - 1) n 2**-64``); δ'
     adds ``(1 + e**ε') k n 2**-(underflow_log2 - 2)`` for the groups below the
     normal range."""
-    u = float(np.finfo(dtype).eps) / 2
     eps_k, delta_k = _descent.guarantee(k * n, epsilon, dtype, recomputed=False)
-    tau = weight_error(n, k, dtype) - 6 * u
+    tau = weight_error(n, k, dtype) - _descent.weight_error(dtype)
     beta = 1.01 * (k - 1) * n * 2.0**-64
     eps_p = eps_k + 4 * tau + 2 * beta
     under = (1 + math.exp(min(eps_p, 700.0))) * k * n * 2.0 ** -(underflow_log2(dtype) - 2)

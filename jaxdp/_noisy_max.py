@@ -60,7 +60,7 @@ def report_noisy_max(
     the exponential mechanism's weights, exponential noise through the exact
     permute-and-flip law (Gauss-Legendre quadrature of its polynomial, in
     double-float). Same law; the finite-precision guarantee is then the
-    categorical kernel's: ε' = ε + 5.1e-6 (Gumbel), ε + 5.5e-6 (exponential) and
+    categorical kernel's: ε' = ε + 6.0e-6 (Gumbel), ε + 6.4e-6 (exponential) and
     δ' = 2.6e-11 for n ≤ 4096 (``jaxdp._tabulated.guarantee``); derivation:
     SECURITY.md, "Finite precision: tabulated noisy max". Laplace noise always
     draws per variate.
@@ -193,7 +193,7 @@ def permute_and_flip(
     δ' = 1.0e-16 (n = 10³), 1.0e-13 (n = 10⁶), 2.2e-10 (n = 2³¹). No outcome is
     impossible unless its probability is below 3e-20. Derivation: SECURITY.md,
     "Finite precision: noise-based paths". When the law is tabulated (many
-    draws per row), each draw is instead (ε + 5.5e-6, 2.6e-11)-DP for n ≤ 4096
+    draws per row), each draw is instead (ε + 6.4e-6, 2.6e-11)-DP for n ≤ 4096
     (the table's relative error, ≤ 3e-10, and the categorical kernel's
     guarantee; ``jaxdp._tabulated.guarantee``); derivation: SECURITY.md,
     "Finite precision: tabulated noisy max".

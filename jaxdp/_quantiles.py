@@ -246,7 +246,7 @@ def private_quantiles(
     **Finite precision.** Interval choices go through the categorical kernel
     (``jaxdp._sampling.categorical``), so each of the at most m choices of one
     walk adds the kernel's own term (``SECURITY.md``, "The categorical kernel",
-    over the ``(n + 1) m`` pairs of a choice): about ``8.4e-6`` to ε' and
+    over the ``(n + 1) m`` pairs of a choice): about ``1.0e-5`` to ε' and
     ``5.1e-11`` to δ' per choice at n = 10**6, m = 10, so ``m`` times that per draw. What
     this function adds is the rounding of the log-weights it hands the kernel.
     Each table entry is a log-sum-exp of non-positive terms built by scans of

@@ -20,14 +20,23 @@ not a speed knob.
 Backends. Each constant is a table ``{"cpu": ..., "gpu": ...}``; ``"gpu"``
 stands for every accelerator (CUDA, ROCm, TPU). The CPU values are measured
 (2-core AMD EPYC, jax 0.10.2; each constant names the command whose output holds
-the measurement). **No GPU value has been measured**: none was available. They
-are chosen by reasoning, so that no path serialises into thousands of small
-steps: a GPU kernel launch costs ~5 us and a ``lax.map``/``scan`` step at least
-one launch (a ``while`` loop also a device-to-host copy of its predicate), while
-an H100 streams ~3 TB/s and draws ~1e11 noise values/s, so a step should hold
-10**7-10**8 values (milliseconds of work), not a cache's 2**18 (a few
-microseconds). ``python -m benchmarks tuning`` and ``python -m benchmarks
-crossover``, run on a GPU, measure what they should be.
+the measurement). The GPU values were chosen by reasoning, so that no path
+serialises into thousands of small steps: a GPU kernel launch costs ~5 us and a
+``lax.map``/``scan`` step at least one launch (a ``while`` loop also a
+device-to-host copy of its predicate), while an H100 draws ~1e11 noise values/s,
+so a step should hold 10**7-10**8 values (milliseconds of work), not a cache's
+2**18 (a few microseconds). ``python -m benchmarks tuning --quick`` and
+``crossover --quick`` have since run once on an H100 (jax 0.11.2; committed in
+``benchmarks/results/gpu-nvidia-h100-80gb-hbm3/``, the command is
+``benchmarks/device_check.sh``): they confirm :data:`RACE_CHUNK` and
+:data:`TABLE_CHUNK` (each names its rows). They also showed that the CPU's
+layout rules do not suit a GPU. On the H100 the descent took 0.35-0.52 of the
+time of the hybrid and 0.27-0.41 of the alias table's for 1 row of 1000
+outcomes drawn a quarter to four times per column and for 256 rows of 64
+(``layout_*``), and 0.41 of the time of the depth-2 hybrid the CPU's rule picks
+at one row of 10**5 drawn 10**4 times (``depth_*``). So on a GPU the descent
+takes every call up to 2**18 draws per row (:data:`ALIAS_MIN_DRAWS`), and the
+hybrids none (:data:`HYBRID`).
 
 Where the backend is read. Rules take ``platform`` (``"cpu"``, ``"cuda"``,
 ``"rocm"``, ``"tpu"``, or a kind); ``None`` means ``jax.default_backend()`` at
@@ -35,11 +44,13 @@ trace time. Where the two kinds' values give different programs *and* the call
 may be lowered for a platform other than the default one (``jax.export``, a CPU
 device on a GPU host), the kernel goes through :func:`staged`, which stages one
 program per kind with :func:`jax.lax.platform_dependent`; the compiler only ever
-sees the branch of the platform it compiles for. The rules that choose between
-kernels (:func:`choose_method`, :func:`layout`, :func:`hybrid_depth`,
-:func:`use_table`, :func:`selection_block`) give the same answer on both kinds
-today, so reading the default backend is exact for them; a rule made to differ
-must be staged too.
+sees the branch of the platform it compiles for. :func:`layout` and
+:func:`hybrid_depth` differ between the kinds, and the categorical kernel stages
+them (:func:`jaxdp._descent.sample`). The other rules that choose between kernels
+(:func:`choose_method`, :func:`use_table`, :func:`selection_block`) give the
+same answer on both kinds, so reading the default backend is exact for them
+(:func:`use_table` prices its draws with the CPU's layout on both); a rule made to
+differ must be staged too.
 
 Draws. A chunked loop splits its key once per step, so for a fixed key the
 draws depend on the chunking, hence on the backend (the design allows this:
@@ -90,18 +101,24 @@ def staged(plan: Callable[[str], Hashable], build: Callable[[Any], Callable], *a
 #: the cache (small chunks stay in L2 while the noise is generated, multiplied
 #: and reduced) against the per-step cost of the ``lax.map`` over chunks. CPU:
 #: 1 MiB of float32, inside L2 (``python -m benchmarks tuning``, rows
-#: ``race_chunk_*``). GPU (unmeasured): 2**27 values, 512 MiB per float32 array
+#: ``race_chunk_*``). GPU: 2**27 values, 512 MiB per float32 array
 #: (a few arrays of that size live at once, well inside 80 GB): a (100000, 1000)
 #: Gumbel call is one step, 10**6 draws over n = 1000 eight, each ~1e8 values,
-#: milliseconds against a launch's microseconds.
+#: milliseconds against a launch's microseconds. Measured on an H100
+#: (``tuning_quick.json`` in ``benchmarks/results/gpu-nvidia-h100-80gb-hbm3/``,
+#: rows ``race_chunk_*``): 2**20 takes 1.64-2.36 and 2**24 1.02-1.25 times as long
+#: as 2**27, at 1 row drawn 2**14 and 2**20 times and 1024 rows drawn once (n =
+#: 1000; 1.6e11 Laplace variates/s at 2**20 draws).
 RACE_CHUNK = {"cpu": 1 << 18, "gpu": 1 << 27}
 
 #: Elements (rows x quadrature nodes x candidates) of the factor arrays computed
 #: per step of the permute-and-flip table (:func:`jaxdp._tabulated.flip_integrals`,
 #: a ``scan`` over blocks of nodes; about six double-float arrays of this size
 #: live at once). CPU: 2 MiB of float32 per array (``python -m benchmarks
-#: tuning``, rows ``table_chunk_*``). GPU (unmeasured): 2**26, 256 MiB per array:
-#: a row of the largest tabulated size (4096 candidates, 2048 nodes) is one step.
+#: tuning``, rows ``table_chunk_*``). GPU: 2**26, 256 MiB per array: a row of the
+#: largest tabulated size (4096 candidates, 2048 nodes) is one step. On an H100
+#: (same rows, ``gpu-nvidia-h100-80gb-hbm3/``) 2**20 and 2**24 take 0.88-1.37 of
+#: its time at n = 512 and 2048, all within 0.25 ms: launch-bound, no winner.
 TABLE_CHUNK = {"cpu": 1 << 19, "gpu": 1 << 26}
 
 
@@ -132,17 +149,28 @@ def table_chunk(platform: str | None = None) -> int:
 #: a half, 0.76-1.06 at a quarter; also in ``layout-bands/``, the grid re-run
 #: with more rows of few rows); 16 to 1024 rows from one (0.84-0.91 there,
 #: 2.3-4.1 at a quarter; also in ``alias-fixed-point/``, the rows
-#: ``alias_b<B>_n<n>_s<S>`` of the section's earlier name). GPU (unmeasured):
-#: the CPU values; neither kernel serialises (the descent's levels are at most
-#: 8 loop steps, the table's searches ``b + 1``).
+#: ``alias_b<B>_n<n>_s<S>`` of the section's earlier name). GPU: one draw per
+#: column, above :data:`ALIAS_MIN_DRAWS` (which decides below 2**18 outcomes);
+#: neither kernel serialises (the descent's levels are at most 8 loop steps, the
+#: table's searches ``b + 1``).
 ALIAS_DRAWS_PER_COLUMN = {
     "cpu": ((1, 0.25), (2, 0.5), (5, 1.0)),
-    "gpu": ((1, 0.25), (2, 0.5), (5, 1.0)),
+    "gpu": ((1, 1.0),),
 }
 
 #: Fewest draws per row for which the alias table is considered at all (below
-#: it the descent's few levels are cheaper than any table). GPU: the CPU value.
-ALIAS_MIN_DRAWS = {"cpu": 8, "gpu": 8}
+#: it the descent's few levels are cheaper than any table). CPU: 8. GPU: 2**18.
+#: On an H100 a call is bound by its kernel launches: the descent took 0.20-0.34
+#: ms for up to 10**4 draws per row (``layout_*`` and ``depth_*`` rows in
+#: ``benchmarks/results/gpu-nvidia-h100-80gb-hbm3/tuning_quick.json``) and about
+#: 1.05 ns more per draw at n = 1000 (row ``descent_draw_cost``, 45 variates of
+#: 0.023 ns), while the table cost 0.49-1.11 ms whatever the draws (0.46-0.81 ms in
+#: the ``layout_*`` rows; 0.49, 0.55 and 1.11 ms for 10**6 draws over 10, 10**3
+#: and 10**5 outcomes, W1 in ``results_quick.json``). The two meet near 3e5 draws
+#: at n = 1000 and 5e5 at n = 10**5: an estimate from those rows, not yet timed at
+#: the crossover itself. Above 2**18 outcomes the GPU, like the CPU's many rows,
+#: also asks one draw per column.
+ALIAS_MIN_DRAWS = {"cpu": 8, "gpu": 1 << 18}
 
 
 def use_alias(n: int, num_draws: int, platform: str | None = None, num_rows: int = 1) -> bool:
@@ -191,18 +219,18 @@ def use_alias(n: int, num_draws: int, platform: str | None = None, num_rows: int
 #: 0.56 at one row of 10**6 drawn 10**5 times) and is within 1.38 of the
 #: fastest depth. A first run of the grid (before ``min_draws``) gave 0.41-1.05,
 #: and 0.84-1.19 at 100 draws, so calls of fewer than 1000 draws per row keep
-#: the descent. GPU (unmeasured): the CPU values.
+#: the descent. GPU: none. On an H100 every hybrid lost to the descent where it
+#: was timed: 1.93-2.83 times its time at a quarter to four draws per column
+#: (``layout_*``), 2.30-2.79 at every depth for one row of 10**5 drawn 10**4 times
+#: (``depth_*``; ``gpu-nvidia-h100-80gb-hbm3/tuning_quick.json``), and the table
+#: alone takes over only from 2**18 draws (:data:`ALIAS_MIN_DRAWS`).
 HYBRID = {
     "cpu": {
         "min_n": 1000,
         "bands": ((1, 0.25, 4.0), (8, 0.25, 0.5)),
         "deep": ((32, 4096, 1000, 2.0),),
     },
-    "gpu": {
-        "min_n": 1000,
-        "bands": ((1, 0.25, 4.0), (8, 0.25, 0.5)),
-        "deep": ((32, 4096, 1000, 2.0),),
-    },
+    "gpu": {"min_n": 1000, "bands": (), "deep": ()},
 }
 
 
@@ -273,7 +301,10 @@ TABLE_COST = {"cpu": 2.5, "gpu": 2.5}
 #: Cost of one draw of the descent (:func:`jaxdp._descent.sample`), in race
 #: variates (``python -m benchmarks tuning --only costs``, row
 #: ``descent_draw_cost``: 30.1 with nodes of 8 in ``costs-k8/``, rounded up; was
-#: 40 with nodes of 16). GPU: the CPU value (unmeasured).
+#: 40 with nodes of 16). GPU: the CPU value. On an H100 the same row gave 45 (a
+#: variate 0.023 ns; ``gpu-nvidia-h100-80gb-hbm3/tuning_quick.json``), and the
+#: alias and hybrid draws were too cheap against the calls' launch overhead to
+#: measure (negative differences), so the GPU's cost model is still the CPU's.
 KERNEL_DRAW_COST = {"cpu": 35.0, "gpu": 35.0}
 
 #: The same for a draw from the alias table (:mod:`jaxdp._alias`), where the
@@ -302,9 +333,11 @@ def use_table(noise: str, draws_per_row: int, n: int, platform: str | None = Non
     table. Both paths are sound; each docstring states both guarantees."""
     k = kind(platform)
     race = draws_per_row * n
-    how = layout(n, draws_per_row, platform)
+    # Priced with the CPU's layout on every kind, so that this rule gives the same
+    # answer on both and needs no staging (the GPU's draw costs are the CPU's too).
+    how = layout(n, draws_per_row, "cpu")
     # A hybrid of depth j walks j levels below its table: j hybrid draws' worth.
-    per_draw = _DRAW_COST[how][k] * max(1, hybrid_depth(n, draws_per_row, platform))
+    per_draw = _DRAW_COST[how][k] * max(1, hybrid_depth(n, draws_per_row, "cpu"))
     if noise == "gumbel":
         return draws_per_row > 1 and race >= per_draw * draws_per_row + 4 * n
     if noise == "exponential":
@@ -323,7 +356,11 @@ def use_table(noise: str, draws_per_row: int, n: int, platform: str | None = Non
 #: benchmarks crossover`` (committed: ``benchmarks/results/<machine>/
 #: crossover_full.json``): with one draw per row the race is faster up to 32
 #: candidates, ties at 48 and is slower from 64; with more draws per row the
-#: inverse CDF wins or ties nearly everywhere. GPU (unmeasured): the CPU value.
+#: inverse CDF wins or ties nearly everywhere. GPU: the CPU value. On an H100
+#: (``crossover_quick.json`` in ``gpu-nvidia-h100-80gb-hbm3/``) the race won from
+#: 32 candidates with one draw per row (0.62-0.90 of the inverse CDF's time at 32
+#: and 256) and lost at 2 and 8 (1.16-1.51); with 64 draws per row it took 0.28-0.37
+#: of the time up to 256 candidates on one row, and up to 32 on 1024 rows.
 #: The Gumbel region is kept small on purpose: the race's δ' is ``n (1 + e**ε')
 #: 2**-65``, which grows with ``n e**ε``, while the inverse CDF's does not depend
 #: on ε; a rule that picked the race for large ``n`` would make ``"auto"``'s

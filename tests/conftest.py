@@ -15,3 +15,23 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def cpu_layout_rules(monkeypatch):
+    """The categorical kernel's CPU layout rules on whatever backend runs the tests.
+
+    The rules differ by platform (on a GPU the descent takes every call up to 2**18
+    draws per row, and no hybrid is used); tests that reach a layout through the
+    rules, or pin what the CPU's rule picks, use the CPU's, so that every layout is
+    drawn from on every backend."""
+    import jax
+
+    from jaxdp import _tuning
+
+    kind = _tuning.kind()
+    for table in (_tuning.ALIAS_DRAWS_PER_COLUMN, _tuning.ALIAS_MIN_DRAWS, _tuning.HYBRID):
+        monkeypatch.setitem(table, kind, table["cpu"])
+    jax.clear_caches()
+    yield
+    jax.clear_caches()

@@ -14,6 +14,9 @@ import scipy.stats
 import jaxdp
 from jaxdp import _alias, _descent, _threefry, _tuning
 
+# The CPU's layout rules on every backend: these tests reach each layout through them.
+pytestmark = pytest.mark.usefixtures("cpu_layout_rules")
+
 
 def implemented_law(w):
     """The exact law of :func:`_alias.draw` for the tables built from ``w`` ``(n,)``,
@@ -162,8 +165,10 @@ def test_alias_law_every_width(n, monkeypatch):
     g, scores, probs = _grouped_law(n, eps)
     draws = max(200_000, n // 2)
     # The table at every width, with fewer draws than the rule asks for at the largest.
-    monkeypatch.setitem(_tuning.ALIAS_DRAWS_PER_COLUMN, "cpu", ((1, 0.0),))
-    monkeypatch.setitem(_tuning.HYBRID, "cpu", dict(_tuning.HYBRID["cpu"], bands=()))
+    monkeypatch.setitem(_tuning.ALIAS_DRAWS_PER_COLUMN, _tuning.kind(), ((1, 0.0),))
+    monkeypatch.setitem(
+        _tuning.HYBRID, _tuning.kind(), dict(_tuning.HYBRID[_tuning.kind()], bands=())
+    )
     jax.clear_caches()
     assert _tuning.layout(n, draws) == "alias"
     key = jax.random.key(n)

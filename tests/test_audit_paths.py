@@ -36,6 +36,9 @@ from negative_controls import rounding_inverse_cdf
 import jaxdp
 from jaxdp import _descent, _tabulated, audit
 
+# The CPU's layout rules on every backend: these tests reach each layout through them.
+pytestmark = pytest.mark.usefixtures("cpu_layout_rules")
+
 DRAWS = int(float(os.environ.get("JAXDP_AUDIT_DRAWS", 10**8)))
 SELECT = max(DRAWS // 10, 10**6)
 EPS = 1.0

@@ -20,6 +20,9 @@ from test_hybrid import _hybrid_law, check_invalid_rows, check_neighbours, row_l
 import jaxdp
 from jaxdp import _alias, _descent, _threefry, _tuning
 
+# The CPU's layout rules on every backend: these tests reach each layout through them.
+pytestmark = pytest.mark.usefixtures("cpu_layout_rules")
+
 K = _descent.K
 U = 2.0**-24
 

@@ -419,7 +419,7 @@ PUBLIC_CALLS = {
 def test_no_key_reuse_inside_any_public_function(name, monkeypatch):
     # Small chunks, so the chunked kernels run several chunks and the checker sees
     # the per-chunk keys of the lax.map body.
-    monkeypatch.setitem(_tuning.RACE_CHUNK, "cpu", 16)
+    monkeypatch.setitem(_tuning.RACE_CHUNK, _tuning.kind(), 16)
     call = PUBLIC_CALLS[name]
     try:
         jax.eval_shape(call, jax.random.key(0))

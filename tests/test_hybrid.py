@@ -20,6 +20,9 @@ from test_descent import _group_pvalue as _pvalue
 import jaxdp
 from jaxdp import _alias, _descent, _threefry, _tuning
 
+# The CPU's layout rules on every backend: these tests reach each layout through them.
+pytestmark = pytest.mark.usefixtures("cpu_layout_rules")
+
 K = _descent.K
 U = 2.0**-24
 

@@ -108,7 +108,7 @@ def test_no_nan_for_extreme_scale(method):
 
 def test_noisy_argmax_long_rows_scan_blocks(monkeypatch):
     """Rows longer than a chunk are scanned block by block with a running max."""
-    monkeypatch.setitem(_tuning.RACE_CHUNK, "cpu", 64)
+    monkeypatch.setitem(_tuning.RACE_CHUNK, _tuning.kind(), 64)
     scores = np.array([0.0, 1.0, -np.inf, 0.5] * 40)  # n = 160 > 64
     draws = jaxdp.report_noisy_max(
         jax.random.key(4), scores, epsilon=2.0, sensitivity=1.0, noise="gumbel", shape=(20_000,)
@@ -127,7 +127,7 @@ def test_choose_method_rule():
 def test_noisy_argmax_blocks_of_rows_from_scores(monkeypatch):
     """Rows longer than nothing but too many for one chunk: blocks of rows whose
     logits are recomputed from the scores (no (B, n) copy), one draw each."""
-    monkeypatch.setitem(_tuning.RACE_CHUNK, "cpu", 600)
+    monkeypatch.setitem(_tuning.RACE_CHUNK, _tuning.kind(), 600)
     row = np.array([0.0, 1.0, -3.0, 0.5, 2.0, -1.0, 0.0, 1.5, 0.25, -0.5])
     scores = np.tile(row, (3000, 1))
     draws = jaxdp.report_noisy_max(

@@ -578,7 +578,7 @@ def test_empty_draws():
 def test_no_key_reuse(monkeypatch, method, n):
     from jax.experimental.key_reuse._core import check_key_reuse
 
-    monkeypatch.setitem(_tuning.RACE_CHUNK, "cpu", 16)
+    monkeypatch.setitem(_tuning.RACE_CHUNK, _tuning.kind(), 16)
     scores = jnp.zeros((3, n))
 
     def call(k):

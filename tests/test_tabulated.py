@@ -280,8 +280,8 @@ def test_dispatch_takes_both_paths(monkeypatch):
 def test_small_rows_through_the_table(monkeypatch, noise):
     """With the kernel's draw cost set to 0 the small-row W1 calls take the table too,
     and keep the exact laws (the existing tests cover the race at these sizes)."""
-    monkeypatch.setitem(_tuning.KERNEL_DRAW_COST, "cpu", 0.0)
-    monkeypatch.setitem(_tuning.ALIAS_DRAW_COST, "cpu", 0.0)
+    monkeypatch.setitem(_tuning.KERNEL_DRAW_COST, _tuning.kind(), 0.0)
+    monkeypatch.setitem(_tuning.ALIAS_DRAW_COST, _tuning.kind(), 0.0)
     jax.clear_caches()
     assert _tabulated.use_table(noise, 10**5, len(SCORES))
     fn = _noisy_max.report_noisy_max

@@ -10,7 +10,7 @@ import pytest
 from jax import export
 
 import jaxdp
-from jaxdp import _measure, _noisy_kernels, _tabulated, _tuning
+from jaxdp import _descent, _measure, _noisy_kernels, _tabulated, _tuning
 
 # The shapes of issue 11: a (100000, 1000) Gumbel call (one draw per row), and
 # 10**6 draws over one row of n = 1000.
@@ -86,30 +86,28 @@ def test_lowered_for_gpu_the_race_is_not_a_loop():
     assert re.search(r"stablehlo\.while", _export_text("cpu", fn, *specs))
 
 
-def test_staged_runs_the_cpu_plan_here():
+def test_staged_runs_this_platforms_plan():
     def build(value):
         return lambda x: x * value
 
     x = jnp.ones(3)
-    plan = {"cpu": 2.0, "gpu": 3.0}.get
-    np.testing.assert_array_equal(_tuning.staged(plan, build, x), 2.0 * np.ones(3))
-    np.testing.assert_array_equal(
-        jax.jit(lambda x: _tuning.staged(plan, build, x))(x), 2.0 * np.ones(3)
-    )
-    assert jax.default_backend() == "cpu"
+    plans = {"cpu": 2.0, "gpu": 3.0}
+    here = plans[_tuning.kind()] * np.ones(3)
+    np.testing.assert_array_equal(_tuning.staged(plans.get, build, x), here)
+    np.testing.assert_array_equal(jax.jit(lambda x: _tuning.staged(plans.get, build, x))(x), here)
+    cpu = jax.devices("cpu")[0]
+    with jax.default_device(cpu):
+        on_cpu = jax.jit(lambda x: _tuning.staged(plans.get, build, x))(jax.device_put(x, cpu))
+    np.testing.assert_array_equal(on_cpu, 2.0 * np.ones(3))
 
 
 def test_auto_rule_is_static_and_the_same_on_both_kinds():
-    """The choices between kernels agree across kinds (so reading the default backend
-    is exact for them; see jaxdp._tuning), and the auto rule's Gumbel region is small."""
+    """The unstaged choices between kernels agree across kinds (so reading the default
+    backend is exact for them; see jaxdp._tuning), and the auto rule's Gumbel region
+    is small. The layout rules differ, and are staged (next tests)."""
     for s in (1, 2, 64, 300, 1024, 5000):
         for n in (2, 16, 17, 300, 1000):
             assert _tuning.choose_method(s, n, 1, "cpu") == _tuning.choose_method(s, n, 1, "cuda")
-            assert _tuning.layout(n, s, "cpu") == _tuning.layout(n, s, "cuda")
-            for rows in (1, 4, 64):
-                assert _tuning.hybrid_depth(n * 50, s, "cpu", rows) == _tuning.hybrid_depth(
-                    n * 50, s, "cuda", rows
-                )
             for noise in ("gumbel", "exponential", "laplace"):
                 assert _tuning.use_table(noise, s, n, "cpu") == _tuning.use_table(
                     noise, s, n, "cuda"
@@ -123,3 +121,48 @@ def test_tabulated_dispatch_reads_the_tuning_tables(monkeypatch):
     assert _tabulated.use_table("exponential", 10**6, 1000)
     monkeypatch.setitem(_tuning.TABLE_MAX_CANDIDATES, _tuning.kind(), 999)
     assert not _tabulated.use_table("exponential", 10**6, 1000)
+
+
+def test_gpu_layout_rule_takes_the_descent_up_to_2_18_draws():
+    """On a GPU (H100 measurements in jaxdp._tuning) the descent takes every call up
+    to 2**18 draws per row, the alias table from there (and one draw per column), and
+    no hybrid; the CPU's rule is unchanged."""
+    for n in (9, 1000, 10**4, 10**5, 2**18):
+        for rows in (1, 4, 64):
+            for s in (1, 256, 10**4, (1 << 18) - 1):
+                assert _tuning.layout(n, s, "cuda", rows) == "descent"
+                assert _tuning.hybrid_depth(n, s, "cuda", rows) == 0
+            assert _tuning.layout(n, 1 << 18, "cuda", rows) == "alias"
+    assert _tuning.layout(2**20, 2**19, "cuda") == "descent"
+    assert _tuning.layout(2**20, 2**20, "cuda") == "alias"
+    assert _tuning.layout(1000, 10**4, "cpu") == "alias"
+    assert _tuning.layout(10**5, 10**4, "cpu") == "hybrid"
+
+
+def _has_platform_index(n, draws):
+    w = jnp.ones((1, n), jnp.float32)
+    jaxpr = jax.make_jaxpr(lambda k, w: _descent.sample(k, w, draws))(jax.random.key(0), w)
+    return "platform_index" in str(jaxpr)
+
+
+def test_categorical_kernel_stages_the_layout_where_the_kinds_differ():
+    """Where the CPU's and the GPU's layouts differ, the program holds both, chosen by
+    the platform it is compiled for; where they agree, one program."""
+    assert _tuning.layout(1000, 10**4, "cpu") != _tuning.layout(1000, 10**4, "cuda")
+    assert _has_platform_index(1000, 10**4)
+    assert _tuning.layout(1000, 10**6, "cpu") == _tuning.layout(1000, 10**6, "cuda")
+    assert not _has_platform_index(1000, 10**6)
+    assert not _has_platform_index(1000, 1)
+
+
+def test_categorical_kernel_lowered_for_each_platform():
+    """Lowered for CUDA (no GPU needed), n = 1000 drawn 10**4 times is the descent: no
+    alias table's binary searches; lowered for CPU, the table's."""
+
+    def fn(key_data, w):
+        return _descent.sample(jax.random.wrap_key_data(key_data), w, 10**4)[0]
+
+    specs = (jax.ShapeDtypeStruct((2,), jnp.uint32), jax.ShapeDtypeStruct((1, 1000), "f4"))
+    cuda, cpu = _export_text("cuda", fn, *specs), _export_text("cpu", fn, *specs)
+    assert cuda != cpu
+    assert len(re.findall(r"stablehlo\.while", cuda)) < len(re.findall(r"stablehlo\.while", cpu))

@@ -24,17 +24,22 @@ a primitive with no outputs and no effects:
   ``checkify(grad(f))`` still sees the checks of ``f``.
 
 The checkify rule needs ``jax._src.checkify`` (checkify has no public way to
-register a rule for a primitive). If that module's names are missing (a JAX
-that moved them), :func:`debug_check` falls back to ``checkify.debug_check``:
-the checks are still reported, and only the fast path is lost. The tests pin
-both halves: jaxdp's jitted programs have no effects, and every check is
-reported under ``checkify``.
+register a rule for a primitive). It uses as little of it as it can: the error
+it adds is the one ``checkify.debug_check`` stages (traced and replayed), handed
+to the rule of checkify's own check primitive with whatever leading arguments
+checkify's interpreter passes (their number changed in jax 0.11). If that
+module's names are missing, or the rule fails a first traced check under
+``checkify`` (a JAX that changed them again), :func:`debug_check` falls back to
+``checkify.debug_check``: the checks are still reported, and only the fast path
+is lost. The tests pin both halves: jaxdp's jitted programs have no effects, and
+every check is reported under ``checkify``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 from jax import tree_util
 from jax.experimental import checkify
@@ -46,15 +51,11 @@ def _build_primitive():
     """The primitive and its rules, or ``None`` if this JAX lacks a name we need."""
     try:
         from jax._src import checkify as checkify_internals
-        from jax.extend.core import Primitive
+        from jax.extend.core import Literal, Primitive
         from jax.interpreters import ad, batching, mlir
         from jax.interpreters import partial_eval as pe
 
         error_checks = checkify_internals.error_checks
-        failed_check_error = checkify_internals.FailedCheckError
-        get_traceback = checkify_internals.get_traceback
-        assert_func = checkify_internals.assert_func
-        init_error = checkify_internals.init_error
         stock_check_p = checkify_internals.check_p
         bdim_at_front = batching.bdim_at_front
     except (ImportError, AttributeError):  # pragma: no cover - depends on the JAX release
@@ -92,21 +93,69 @@ def _build_primitive():
         # The leading arguments are the checkify interpreter's own (the error and
         # the enabled errors in jax 0.10; a context before them in jax 0.11); the
         # last ones are this primitive's operands, the predicate and the values.
-        # They go on, untouched, to the rule of checkify's own check primitive,
-        # which takes the same leading arguments in every release.
         split = len(args) - 1 - fmt_tree.num_leaves
-        lead, (pred, *fmt_flat) = args[:split], args[split:]
-        fmt_args, fmt_kwargs = tree_util.tree_unflatten(fmt_tree, fmt_flat)
-        failure = failed_check_error(get_traceback(), msg, *fmt_args, **fmt_kwargs)
-        new_error = assert_func(init_error, jnp.logical_not(pred), failure)
-        flat, tree = tree_util.tree_flatten(new_error)
-        return error_checks[stock_check_p](*lead, *flat, err_tree=tree, debug=True)
+        lead, operands = args[:split], args[split:]
+
+        def stock(pred, *fmt_flat):
+            fmt_args, fmt_kwargs = tree_util.tree_unflatten(fmt_tree, fmt_flat)
+            checkify.debug_check(pred, msg, *fmt_args, **fmt_kwargs)
+
+        # The error is the one checkify.debug_check itself stages (no private
+        # constructor of checkify's errors, whose signatures change between
+        # releases): its program is replayed here, and its check equation goes,
+        # with the interpreter's leading arguments untouched, to the rule of
+        # checkify's own check primitive. It is traced from the operands
+        # themselves, whose types carry what the context adds (shard_map's
+        # varying axes), so that the replay type-checks there.
+        closed = jax.make_jaxpr(stock)(*operands)
+        env = dict(zip(closed.jaxpr.constvars, closed.consts, strict=True))
+        env.update(zip(closed.jaxpr.invars, operands, strict=True))
+        for eqn in closed.jaxpr.eqns:
+            values = [v.val if isinstance(v, Literal) else env[v] for v in eqn.invars]
+            if eqn.primitive is stock_check_p:
+                return error_checks[stock_check_p](*lead, *values, **eqn.params)
+            # (subfuns, params) in older releases, the params alone in newer ones
+            bind = eqn.primitive.get_bind_params(eqn.params)
+            subfuns, params = bind if isinstance(bind, tuple) else ((), bind)
+            out = eqn.primitive.bind(*subfuns, *values, **params)
+            outs = out if eqn.primitive.multiple_results else [out]
+            env.update(zip(eqn.outvars, outs, strict=True))
+        raise AssertionError(f"checkify.debug_check staged no check: {closed}")
 
     error_checks[check_p] = checkify_rule
     return check_p
 
 
-_CHECK_P = _build_primitive()
+def _works(check_p) -> bool:
+    """Whether ``check_p`` is reported under ``checkify`` in this JAX, plain and
+    under ``jit`` (traced only, nothing compiled): the rule relies on checkify's
+    internals, so a release that changed them falls back instead of failing."""
+
+    def f(x):
+        tree = tree_util.tree_structure(((x,), {}))
+        check_p.bind(x > 0, x, msg="got {}", fmt_tree=tree)
+        return x
+
+    try:
+        for g in (f, jax.jit(f)):
+            jax.make_jaxpr(checkify.checkify(g, errors=checkify.user_checks))(1.0)
+    except Exception:  # pragma: no cover - depends on the JAX release
+        return False
+    return True
+
+
+_PRIMITIVE = _build_primitive()
+_CHECK_P: Any = None  # decided at the first check (_check_primitive)
+_DECIDED = False
+
+
+def _check_primitive():
+    """jaxdp's primitive where this JAX reports it under ``checkify``, else None."""
+    global _CHECK_P, _DECIDED
+    if not _DECIDED:
+        _CHECK_P = _PRIMITIVE if _PRIMITIVE is not None and _works(_PRIMITIVE) else None
+        _DECIDED = True
+    return _CHECK_P
 
 
 def debug_check(pred: Array | bool, msg: str, *fmt_args: Any, **fmt_kwargs: Any) -> None:
@@ -119,11 +168,12 @@ def debug_check(pred: Array | bool, msg: str, *fmt_args: Any, **fmt_kwargs: Any)
       *fmt_args: arrays whose values the message shows.
       **fmt_kwargs: named arrays whose values the message shows.
     """
-    if _CHECK_P is None:  # pragma: no cover - depends on the JAX release
+    check_p = _check_primitive()
+    if check_p is None:  # pragma: no cover - depends on the JAX release
         checkify.debug_check(pred, msg, *fmt_args, **fmt_kwargs)
         return
     pred = jnp.asarray(pred)
     if pred.shape != () or pred.dtype != jnp.bool_:
         raise TypeError(f"debug_check takes a scalar bool predicate, got {pred}")
     flat, tree = tree_util.tree_flatten((fmt_args, fmt_kwargs))
-    _CHECK_P.bind(pred, *map(jnp.asarray, flat), msg=msg, fmt_tree=tree)
+    check_p.bind(pred, *map(jnp.asarray, flat), msg=msg, fmt_tree=tree)

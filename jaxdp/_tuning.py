@@ -55,7 +55,8 @@ differ must be staged too.
 Draws. A chunked loop splits its key once per step, so for a fixed key the
 draws depend on the chunking, hence on the backend (the design allows this:
 across CPU and GPU the law is the same, the draws may differ). On CPU every
-value below is the one the kernels used before, so CPU draws are unchanged.
+value below is the one the kernels used before, so CPU draws are unchanged; on a
+GPU the layout rules of 2026-11-26 changed the draws of the categorical kernel.
 """
 
 from __future__ import annotations

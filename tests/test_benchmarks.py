@@ -241,7 +241,7 @@ def test_tuning_sections_run_and_restore_the_tables():
     names = [r["name"] for r in rows]
     assert names == ["layout_b1_n20_s32", "depth_b1_n100_s20", "race_chunk_16_b2_n10_s3",
                      "table_chunk_16_n8"]  # fmt: skip
-    assert rows[0]["chosen"] == "alias"
+    assert rows[0]["chosen"] == _tuning.layout(20, 32)  # the rule of this backend
     assert rows[0]["hybrid_over_descent"] > 0 and rows[0]["hybrid_over_alias"] > 0
     assert rows[1]["depth1_over_descent"] > 0 and rows[1]["chosen"] == 0
     assert [dict(t) for t in tables] == before
@@ -272,7 +272,8 @@ def test_forced_depth_takes_its_depth():
             assert _descent.hybrid_depth(10**5, 10**4) == depth
             assert (_tuning.layout(10**5, 10**4) == "hybrid") == (depth > 0)
     assert _tuning.hybrid_depth is rule
-    assert _descent.hybrid_depth(10**5, 10**4) == 2
+    assert _descent.hybrid_depth(10**5, 10**4) == rule(10**5, 10**4)
+    assert rule(10**5, 10**4, "cpu") == 2
 
 
 def test_interleaved_timing_runs_to_its_minimum_time():

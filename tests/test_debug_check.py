@@ -106,7 +106,8 @@ TRACED_CALLS = {
 def test_the_checkify_rule_is_installed():
     # Without it every check would fall back to checkify.debug_check, correct
     # but with an effect in every caller's program: the tests below would fail.
-    assert _debug_check._CHECK_P is not None
+    assert _debug_check._check_primitive() is not None
+    assert _debug_check._works(_debug_check._check_primitive())
 
 
 @pytest.mark.parametrize("name", list(TRACED_CALLS))
@@ -212,3 +213,25 @@ def test_debug_check_reports_under_shard_map_as_checkify_does():
 def test_a_jitted_check_exports_and_runs():
     exported = jax.export.export(jax.jit(_positive))(X)
     np.testing.assert_array_equal(exported.call(BAD), 2.0 * BAD)
+
+
+def test_a_jax_that_breaks_the_rule_falls_back_to_checkify(monkeypatch):
+    """If the rule fails its first traced check (a JAX whose checkify internals
+    changed), every check goes through checkify.debug_check: still reported, with
+    its effect; a wrong fallback (no check at all) would report nothing."""
+    monkeypatch.setattr(_debug_check, "_works", lambda check_p: False)
+    monkeypatch.setattr(_debug_check, "_DECIDED", False)
+    monkeypatch.setattr(_debug_check, "_CHECK_P", None)
+    jax.clear_caches()
+    try:
+        assert _debug_check._check_primitive() is None
+
+        def f(x):  # a fresh function: no trace cached from the fast path
+            debug_check(jnp.all(x > 0), "x must be > 0, got {}", x)
+            return x * 2.0
+
+        err, _ = checkify.checkify(jax.jit(f), errors=checkify.user_checks)(BAD)
+        assert "x must be > 0, got [ 1. -2.  3.]" in str(err.get())
+        assert jax.make_jaxpr(jax.jit(f))(X).effects
+    finally:
+        jax.clear_caches()

@@ -169,6 +169,24 @@ def test_rates_are_relative_to_a_few_roundings():
         assert_rates_within(naive_log, _real_log_rate(top, s, c), RHO)
 
 
+def _max_error_in_u(fn, exact, x):
+    got = np.asarray(jax.jit(fn)(jnp.asarray(x))).astype(np.float64)
+    want = exact(x.astype(np.float64))
+    return np.max(np.abs(got / want - 1)) / U
+
+
+def test_backend_log_and_log1p_within_assumed_error():
+    """The noise paths' constants assume the backend's float32 log1p and log within
+    2 ulp = 4u (CUDA's documented bounds; c_log1p in SECURITY.md), on the arguments
+    the generators give them: log1p on (-1, 0) (Exp(1) = -log1p(-U)) and log on
+    (2**-65, 48] (Gumbel = -log(Exp(1))). Measured on the backend the tests run on:
+    2.86u and 2.00u on XLA:CPU (jax 0.10.2)."""
+    e = -np.concatenate([np.geomspace(2.0**-64, 0.5, 1_000_001), 1 - np.geomspace(U, 0.5, 10**6)])
+    assert _max_error_in_u(jnp.log1p, np.log1p, e.astype(np.float32)) <= 4.0
+    x = np.geomspace(2.0**-65, 48.0, 2_000_003).astype(np.float32)
+    assert _max_error_in_u(jnp.log, np.log, x[x != 1]) <= 4.0
+
+
 def test_scale_is_rounded_down():
     for eps in [0.1, 1 / 3, 1.0, 2.7, 1e-5, 123.4]:
         for delta in [1.0, 0.3, 7.0]:

@@ -37,6 +37,7 @@ every check is reported under ``checkify``.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -145,17 +146,13 @@ def _works(check_p) -> bool:
 
 
 _PRIMITIVE = _build_primitive()
-_CHECK_P: Any = None  # decided at the first check (_check_primitive)
-_DECIDED = False
 
 
+@functools.cache
 def _check_primitive():
-    """jaxdp's primitive where this JAX reports it under ``checkify``, else None."""
-    global _CHECK_P, _DECIDED
-    if not _DECIDED:
-        _CHECK_P = _PRIMITIVE if _PRIMITIVE is not None and _works(_PRIMITIVE) else None
-        _DECIDED = True
-    return _CHECK_P
+    """jaxdp's primitive where this JAX reports it under ``checkify``, else None
+    (decided once, at the first check: a few milliseconds of tracing)."""
+    return _PRIMITIVE if _PRIMITIVE is not None and _works(_PRIMITIVE) else None
 
 
 def debug_check(pred: Array | bool, msg: str, *fmt_args: Any, **fmt_kwargs: Any) -> None:

@@ -220,8 +220,7 @@ def test_a_jax_that_breaks_the_rule_falls_back_to_checkify(monkeypatch):
     changed), every check goes through checkify.debug_check: still reported, with
     its effect; a wrong fallback (no check at all) would report nothing."""
     monkeypatch.setattr(_debug_check, "_works", lambda check_p: False)
-    monkeypatch.setattr(_debug_check, "_DECIDED", False)
-    monkeypatch.setattr(_debug_check, "_CHECK_P", None)
+    _debug_check._check_primitive.cache_clear()
     jax.clear_caches()
     try:
         assert _debug_check._check_primitive() is None
@@ -234,4 +233,7 @@ def test_a_jax_that_breaks_the_rule_falls_back_to_checkify(monkeypatch):
         assert "x must be > 0, got [ 1. -2.  3.]" in str(err.get())
         assert jax.make_jaxpr(jax.jit(f))(X).effects
     finally:
+        monkeypatch.undo()  # the real _works again, before the decision is remade
+        _debug_check._check_primitive.cache_clear()
         jax.clear_caches()
+    assert _debug_check._check_primitive() is not None

@@ -72,21 +72,93 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _checks, _inverse_cdf, _logits, _random, _rows
+from . import _checks, _descent, _inverse_cdf, _logits, _random, _rows
+from . import _twofloat as _tf
 from ._debug_check import debug_check
 from ._typing import Array, ArrayLike, PRNGKey
 
 # ----------------------------------------------------------------------------- core
 
 
-def _log_shape(y: Array) -> Array:
-    r""":math:`\log((1 - e^{-y}) / y)` for ``y >= 0``: the log-mass of a unit-width
-    interval whose log-density falls by ``y`` from one end to the other."""
+#: ``ln 2`` split so that ``e * _LN2_HI`` is exact for every binary exponent ``e``
+#: (15 significant bits, ``|e| < 2**11``), and its remainder.
+_LN2_HI = 0.693145751953125
+_LN2_LO = math.log(2) - _LN2_HI
+
+#: Assumed relative error of the backend's ``expm1`` and ``log1p`` in units of
+#: ``u`` (4 ulp and 2 ulp; ``tests/test_continuous_precision.py`` measures both
+#: on the running backend: XLA:CPU's ``expm1`` is off by 6.1u).
+EXPM1_ERROR_U = 8.0
+LOG1P_ERROR_U = 4.0
+
+
+def _dd(h: Array, lo: Array) -> tuple[Array, Array]:
+    """``h + lo`` renormalised into a double-float, or ``(h, 0)`` where ``h`` is not
+    finite (the error terms of infinite operands are NaN; they must not reach ``h``)."""
+    finite = jnp.isfinite(h)
+    s, e = _tf.fast_two_sum(h, jnp.where(finite, lo, jnp.zeros_like(lo)))
+    return s, jnp.where(finite, e, jnp.zeros_like(e))
+
+
+def _log_dd(x: Array) -> tuple[Array, Array]:
+    """``log x`` as a double-float within ``1.4u`` *absolute* of the exact one, at
+    any magnitude, for ``x >= 0`` (``log 0 = -inf``).
+
+    ``x = m 2**e`` with ``m`` in ``[1/sqrt 2, sqrt 2)``: ``e ln 2`` is exact as
+    ``e _LN2_HI + e _LN2_LO`` (up to ``~|e| u**2``), and ``log m = log1p(m - 1)``
+    (``m - 1`` exact) is at most 0.35 in size, so its relative error ``4u``
+    (:data:`LOG1P_ERROR_U`) is at most 1.4u absolute. ``jnp.log(x)`` instead has
+    an error relative to its *result*: ``2u |log x|``, 100u at 1e-20.
+    """
+    m, e = jnp.frexp(x)
+    low = m < np.sqrt(0.5)
+    m = jnp.where(low, m * 2, m)
+    ef = jnp.where(low, e - 1, e).astype(x.dtype)
+    hi, lo = _tf.two_sum(ef * x.dtype.type(_LN2_HI), jnp.log1p(m - 1))
+    hi, lo = _tf.fast_two_sum(hi, lo + ef * x.dtype.type(_LN2_LO))
+    dead = ~(x > 0) | ~jnp.isfinite(x)
+    return jnp.where(dead, jnp.log(x), hi), jnp.where(dead, jnp.zeros_like(lo), lo)
+
+
+def _log_shape(y: Array) -> tuple[Array, Array]:
+    r""":math:`\psi(y) = \log((1 - e^{-y}) / y)` for ``y >= 0``, as a double-float:
+    the log-mass of a unit-width interval whose log-density falls by ``y`` from one
+    end to the other. Within ``(8 + 2.8) u`` absolute of ``psi`` at the given ``y``
+    (``expm1``'s 8u, :data:`EXPM1_ERROR_U`, and two :func:`_log_dd`), at any ``y``;
+    the series ``-y/2 + y**2/24`` below ``y = 1e-3`` is within ``u y`` of it."""
     small = y < 1e-3
     safe = jnp.where(small, jnp.ones_like(y), y)
-    large = jnp.log(-jnp.expm1(-safe)) - jnp.log(safe)
+    ah, al = _log_dd(-jnp.expm1(-safe))
+    bh, bl = _log_dd(safe)
+    lh, ll = _tf.dd_add(ah, al, -bh, -bl)
     series = y * (-0.5 + y / 24)
-    return jnp.where(small, series, large)
+    return jnp.where(small, series, lh), jnp.where(small, jnp.zeros_like(ll), ll)
+
+
+def _scaled_gap(u: tuple[Array, Array], best: Array, scale: Array) -> tuple[Array, Array]:
+    """``scale (u - best)`` as a double-float, for double-float utilities ``u``
+    ``(R, m)`` and finite row values ``best``, ``scale`` ``(R,)``: within ``~4u**2
+    scale (|u| + |best|)``. ``-inf`` utilities give ``-inf``."""
+    dh, dl = _tf.two_sum(u[0], -best[:, None])
+    dh, dl = _dd(dh, dl + u[1])
+    k = scale[:, None]
+    ph, pl = _tf.two_prod(dh, k)
+    return _dd(ph, pl + dl * k)
+
+
+def _affine(c: Array, m: Array, r: Array) -> tuple[Array, Array]:
+    """``c + m r`` as a double-float (exact products and sums, one rounding of the
+    error terms: within ``~2u**2 (|c| + |m r|)``)."""
+    ph, pl = _tf.two_prod(m, r)
+    pl = jnp.where(jnp.isfinite(ph), pl, jnp.zeros_like(pl))
+    sh, sl = _tf.two_sum(c, ph)
+    return _dd(sh, sl + pl)
+
+
+def _int_dd(x: Array, dtype) -> tuple[Array, Array]:
+    """Non-negative int32 values (below ``2**31 - 128``) as exact double-floats."""
+    hi = x.astype(dtype)
+    return hi, (x - hi.astype(x.dtype)).astype(dtype)
 
 
 def _fraction(v: Array, y: Array) -> Array:
@@ -97,25 +169,89 @@ def _fraction(v: Array, y: Array) -> Array:
     return jnp.clip(jnp.where(tiny, v, f), 0, 1)
 
 
+def _log_masses(edges: Array, upper: tuple[Array, Array], drop: Array) -> tuple[Array, Array]:
+    """Double-float log-masses ``upper + log w + psi(drop)`` of the intervals
+    (``SECURITY.md``, "Continuous ranges"): within ``a = 18u`` absolute of the
+    exact log-mass of the interval ``[a_j, b_j]`` between the float edges, at any
+    magnitude of the widths, drops and utilities (beside ``upper``'s own error,
+    :func:`_scaled_gap`). ``-inf`` where the mass is 0 or the terms are NaN."""
+    a = edges[:, :-1]
+    b = edges[:, 1:]
+    wh, wl = _tf.two_sum(b, -a)  # the exact width
+    positive = wh > 0
+    lwh, lwl = _log_dd(jnp.where(positive, wh, jnp.zeros_like(wh)))
+    # log(wh + wl) = log wh + log1p(wl / wh), and |wl / wh| <= u: log1p is the identity.
+    lwl = lwl + jnp.where(positive, wl / jnp.where(positive, wh, 1), 0)
+    sh, sl = _log_shape(drop)
+    hi, lo = _tf.dd_add(upper[0], upper[1], lwh, lwl)
+    hi, lo = _tf.dd_add(hi, lo, sh, sl)
+    plain = upper[0] + lwh + sh  # the float sum: NaN or -inf exactly where the mass is
+    dead = jnp.isnan(plain) | (plain == -jnp.inf)
+    return jnp.where(dead, -jnp.inf, hi), jnp.where(dead | ~jnp.isfinite(hi), 0, lo)
+
+
+def _quantile_logits(q: Array, n: int, scale: Array) -> tuple[Array, Array]:
+    """``scale (u_j - max u)`` for the quantile utility ``u_j = -|j - q n|``, ``j = 0..n``,
+    per row ``(R,)`` of ``q`` and ``scale``, as exact double-floats (up to ``~4u**2
+    scale n``).
+
+    The target ``q n`` and the utility are carried exactly: ``q n`` rounded to the
+    float grid moves between neighbours (``n`` and ``n + 1`` records) by ``q`` plus
+    up to ``ulp(q n)``, which the sensitivity ``max(q, 1 - q)`` does not cover: in
+    float32 that was ε' = 1.06 ε at ``n = 10**6`` and up to 2 ε at ``10**7``.
+    """
+    dtype = scale.dtype
+    n_h = dtype.type(n)
+    n_l = dtype.type(n - int(n_h))
+    q = q[:, None]
+    t_h, t_l = _tf.dd_add(*_tf.two_prod(q, n_h), *_tf.two_prod(q, n_l))
+    j_h, j_l = _int_dd(jnp.arange(n + 1, dtype=jnp.int32), dtype)
+    d_h, d_l = _tf.dd_add(j_h[None, :], j_l[None, :], -t_h, -t_l)
+    below = d_h < 0
+    utility = (jnp.where(below, d_h, -d_h), jnp.where(below, d_l, -d_l))  # -|j - q n|
+    return _scaled_gap(utility, jnp.max(utility[0], axis=-1), scale)
+
+
+def _price_logits(prices: Array, scale: Array) -> tuple[Array, Array]:
+    """``scale (R_j - max R)`` for the revenue ``R_j = (n - j) p_j`` at the top price
+    ``p_j`` of each interval (``prices`` ``(R, n + 1)``, the sorted bids and ``hi``),
+    as exact double-floats (up to ``~4u**2 scale n hi``).
+
+    Rounded to the float grid, ``R_j`` is off by up to ``u (n - j) p_j``, which moves
+    the log-masses by up to ``u ε n / 2``: no sensitivity covers it (6% of ε at
+    ``n = 10**6`` in float32).
+    """
+    n = prices.shape[-1] - 1
+    count_h, count_l = _int_dd(n - jnp.arange(n + 1, dtype=jnp.int32), prices.dtype)
+    rh, rl = _tf.two_prod(count_h[None, :], prices)
+    revenue = _dd(rh, rl + count_l[None, :] * prices)  # count_l = 0 below n = 2**24
+    return _scaled_gap(revenue, jnp.max(revenue[0], axis=-1), scale)
+
+
 def _sample_rows(
-    key: PRNGKey, edges: Array, upper: Array, drop: Array, right: Array, num_lead: int
+    key: PRNGKey,
+    edges: Array,
+    upper: tuple[Array, Array],
+    drop: Array,
+    right: Array,
+    num_lead: int,
 ) -> tuple[Array, Array]:
     """Exact draws from a piecewise log-linear density, row by row.
 
     ``edges`` ``(R, m+1)`` non-decreasing; per interval ``(R, m)``: ``upper`` the
-    log-density at its larger end (``-inf``: never drawn), ``drop >= 0`` its fall
-    across the interval, ``right`` whether the larger end is the right one.
-    Returns draws ``(num_lead, R)`` and a per-row flag that some mass is positive.
+    log-density at its larger end as a double-float (``-inf``: never drawn),
+    ``drop >= 0`` its fall across the interval, ``right`` whether the larger end
+    is the right one. Returns draws ``(num_lead, R)`` and a per-row flag that some
+    mass is positive.
     """
     num_rows = edges.shape[0]
     a = edges[:, :-1]
     b = edges[:, 1:]
     width = b - a
-    log_mass = upper + jnp.log(jnp.maximum(width, 0)) + _log_shape(drop)
-    log_mass = jnp.where(jnp.isnan(log_mass), -jnp.inf, log_mass)
-    logits, has_mass = _logits.shift_log_weights(log_mass)
+    lh, ll = _log_masses(edges, upper, drop)
+    has_mass = jnp.isfinite(jnp.max(lh, axis=-1))
     key_interval, key_point = jax.random.split(key)
-    j, _ = _inverse_cdf.from_logits(key_interval, logits, (num_lead, num_rows))
+    j, _ = _inverse_cdf.from_logits(key_interval, lh, (num_lead, num_rows), low=ll)
     j = jnp.clip(j, 0, a.shape[-1] - 1).T  # (R, num_lead)
 
     def pick(x: Array) -> Array:
@@ -126,6 +262,13 @@ def _sample_rows(
     dist = _fraction(v, yj) * wj
     r = jnp.where(rj, bj - dist, aj + dist)
     return jnp.clip(r, aj, bj), has_mass
+
+
+def _scale(epsilon: Array, sensitivity: Array, monotonic: bool, dtype) -> Array:
+    """ε/(2Δ) (ε/Δ when monotonic) rounded *down* (:func:`jaxdp._descent.scale_down`)
+    and clamped into the normal range (:func:`jaxdp._logits.clip_scale`)."""
+    scale = _logits.scale_factor(epsilon, sensitivity, monotonic, dtype)
+    return _logits.clip_scale(_descent.scale_down(scale))
 
 
 def _drop(scale: Array, slope_abs: Array, width: Array) -> Array:
@@ -226,19 +369,18 @@ def exponential_piecewise(
     must not depend on the data except through a utility of sensitivity Δ.
 
     **Finite precision.** The interval is drawn by the categorical kernel
-    (``SECURITY.md``, "The categorical kernel"), adding its (ε_c', δ_c'). The
-    m log-masses ``U_j + log w_j + ψ(y_j) - top`` are computed in float32 with
-    unit roundoff ``u = 2**-24``: intervals whose log-mass is below ``-50`` (of
-    total mass at most ``m e^-50``) go to δ', and every other one carries a
-    relative error of at most ``4 u Λ``, Λ ≤ 50 + max |log w_j / w_top| + |ψ|
-    the size of its terms, so each outcome's probability is off by at most a
-    factor ``e^(8 u Λ)`` on each of two neighbours. The in-interval inverse CDF
-    ``f = -log1p(v expm1(-y)) / y`` of an open 32-bit uniform is within a
-    factor ``e^(2u)`` of its exact density on the float grid of the interval
-    (rounding to that grid is a post-processing). So each draw is (ε', δ')-DP
-    with ε' ≤ ε + ε_c' + 16uΛ + 4u and δ' ≤ δ_c' + m e^-50 (float32: for
-    Λ ≤ 10, 16uΛ ≤ 1e-5; for widths spanning 1e±20, Λ ≈ 140 and 16uΛ ≈ 1.3e-4,
-    over the 1e-5 target: use ``jax.enable_x64()``, where u = 2**-53).
+    (``SECURITY.md``, "The categorical kernel"), adding its (ε_c', δ_c') for m
+    given weights. The m log-masses ``U_j + log w_j + ψ(y_j)`` are computed as
+    double-floats (the utilities ``c + m r`` exact, ``log`` with an absolute error
+    from its exponent split, ``expm1`` within 8u): each within ``a = 18u + ν`` of
+    the exact one at any magnitude, ``u = 2**-24`` and ``ν = 6u² k max|u(r)|``
+    (negligible unless ``k |u|`` is near 1e7), so each interval's probability is
+    off by at most a factor ``e^(2a)`` on each of two neighbours. The in-interval
+    inverse CDF ``f = -log1p(v expm1(-y)) / y`` of an open 32-bit uniform is
+    within a factor ``e^(2u)`` of its exact density on the float grid of the
+    interval (rounding to that grid is a post-processing). So each draw is
+    (ε', δ')-DP with ε' ≤ ε + ε_c' + 4a + 4u and δ' ≤ δ_c' (float32, m = 10³: ε +
+    1.05e-5; ``SECURITY.md``, "Continuous ranges").
 
     Args:
       key: a PRNG key (typed or legacy); one key per call.
@@ -378,22 +520,23 @@ def _piecewise_impl(key, edges, intercepts, slopes, epsilon, sensitivity, *, mon
     e = _rows.flatten_rows(edges, tail)
     c = _rows.flatten_rows(intercepts, tail)
     m = _rows.flatten_rows(slopes, tail)
-    scale = _logits.scale_factor(epsilon, sensitivity, monotonic, edges.dtype)
-    scale = _logits.clip_scale(_rows.flatten_batch(scale, tail))
+    scale = _rows.flatten_batch(_scale(epsilon, sensitivity, monotonic, edges.dtype), tail)
     a, b = e[:, :-1], e[:, 1:]
-    u_a = c + m * a
-    u_b = c + m * b
-    u_top = jnp.maximum(u_a, u_b)
+    # The utility at the interval's larger end (the right one for a rising line),
+    # as an exact double-float: its float rounding, u |c + m r|, is not bounded by
+    # the sensitivity and would move the log-masses by u k |u(r)|.
+    u_top = _affine(c, m, jnp.where(m > 0, b, a))
     width = b - a
-    best = jnp.max(jnp.where(width > 0, u_top, -jnp.inf), axis=-1)
-    upper = _logits.Logits(u_top, best, scale).values()
+    best = jnp.max(jnp.where(width > 0, u_top[0], -jnp.inf), axis=-1)
+    best = jnp.where(jnp.isfinite(best), best, 0)
+    upper = _scaled_gap(u_top, best, scale)
     drop = _drop(scale, jnp.abs(m), width)
     draws, has_mass = _sample_rows(key, e, upper, drop, m > 0, num_lead)
 
     edges_ok = jnp.all(jnp.isfinite(e), axis=-1) & jnp.all(width >= 0, axis=-1)
     edges_ok = edges_ok & (e[:, -1] > e[:, 0]) & jnp.isfinite(e[:, -1] - e[:, 0])
     lines_ok = ~jnp.any(jnp.isnan(c) | (c == jnp.inf), axis=-1) & jnp.all(jnp.isfinite(m), -1)
-    lines_ok = lines_ok & ~jnp.any(jnp.isnan(u_top) | (u_top == jnp.inf), axis=-1)
+    lines_ok = lines_ok & ~jnp.any(jnp.isnan(u_top[0]) | (u_top[0] == jnp.inf), axis=-1)
     debug_check(
         jnp.all(edges_ok),
         f"{fn}: edges must be finite and non-decreasing, with a width that does not overflow",
@@ -454,12 +597,13 @@ def private_price(
 
     **Finite precision.** As :func:`exponential_piecewise`: the interval is drawn
     by the categorical kernel (``SECURITY.md``, "The categorical kernel"), adding
-    its (ε_c', δ_c'); the float32 log-masses (n + 1 intervals) add
-    ``16 u Λ`` to ε' and ``(n + 1) e^-50`` to δ', and the in-interval inverse CDF
-    ``2 u`` more per interval plus its rounding to the float grid (a
-    post-processing), with ``u = 2**-24`` and Λ ≤ 50 + |log(width ratios)| the
-    size of the log-mass terms (derivation in ``SECURITY.md``, "Continuous
-    mechanisms"). So ε' ≤ ε + ε_c' + 16uΛ + 4u and δ' ≤ δ_c' + (n + 1)e^-50.
+    its (ε_c', δ_c') for n + 1 given weights; the double-float log-masses add
+    ``4a`` to ε', ``a = 18u + ν`` with ``ν ≤ 3u² ε n`` (the revenues
+    ``count · p`` are exact double-floats: rounded to float32 they moved by up to
+    ``2u n hi`` more than the sensitivity ``hi`` between neighbours), and the
+    in-interval inverse CDF ``2 u`` more per interval plus its rounding to the
+    float grid (a post-processing), ``u = 2**-24``. So ε' ≤ ε + ε_c' + 4a + 4u
+    and δ' ≤ δ_c' (ε + 1.05e-5 at n = 10³; ``SECURITY.md``, "Continuous ranges").
 
     Args:
       key: a PRNG key (typed or legacy); one key per call.
@@ -544,14 +688,12 @@ def _price_impl(key, bids, bounds, epsilon, *, shape):
     ordered = _rows.flatten_rows(ordered, tail)
     ends = jnp.broadcast_to(lo, (rows, 1)), jnp.broadcast_to(hi, (rows, 1))
     e = jnp.concatenate([ends[0], ordered, ends[1]], axis=-1)
-    count = (n - jnp.arange(n + 1)).astype(e.dtype)[None, :]  # #{bids >= p} on [e_j, e_j+1)
     # Δ = hi: one bidder moves the revenue at price p by at most p <= hi.
-    scale = _logits.scale_factor(epsilon, hi, False, e.dtype)
-    scale = _logits.clip_scale(_rows.flatten_batch(scale, tail))
-    revenue_top = count * e[:, 1:]  # revenue grows with p inside each interval
-    upper = _logits.Logits(revenue_top, jnp.max(revenue_top, axis=-1), scale).values()
+    scale = _rows.flatten_batch(_scale(epsilon, hi, False, e.dtype), tail)
+    upper = _price_logits(e[:, 1:], scale)  # revenue grows with p inside each interval
+    count = (n - jnp.arange(n + 1)).astype(e.dtype)[None, :]  # #{bids >= p} on [e_j, e_j+1)
     drop = _drop(scale, count, e[:, 1:] - e[:, :-1])
-    right = jnp.broadcast_to(count > 0, upper.shape)
+    right = jnp.broadcast_to(count > 0, upper[0].shape)
     draws, has_mass = _sample_rows(key, e, upper, drop, right, num_lead)
     valid = range_ok & has_mass & _rows.flatten_batch(bids_ok, tail)
     valid = valid & _rows.flatten_batch(_logits.params_valid(batch, epsilon), tail)
@@ -604,12 +746,15 @@ def private_quantile(
 
     **Finite precision.** As :func:`exponential_piecewise`: the interval is drawn
     by the categorical kernel (``SECURITY.md``, "The categorical kernel"), adding
-    its (ε_c', δ_c'); the float32 log-masses (n + 1 intervals) add ``16 u Λ`` to
-    ε' and ``(n + 1) e^-50`` to δ' (``u = 2**-24``, Λ ≤ 50 + |log(width ratios)|);
-    the point inside an interval is uniform (a float32 affine map of an open
-    uniform, a post-processing of the interval up to its rounding to the float
-    grid). So ε' ≤ ε + ε_c' + 16uΛ and δ' ≤ δ_c' + (n + 1)e^-50 (derivation in
-    ``SECURITY.md``, "Continuous mechanisms").
+    its (ε_c', δ_c') for n + 1 given weights; the double-float log-masses add
+    ``4a`` to ε', ``a = 18u + ν`` with ``ν ≤ 6u² ε n`` and ``u = 2**-24`` (the
+    target ``q n`` and the utility ``-|j - q n|`` are exact double-floats: rounded
+    to float32, ``q n`` moved between neighbours by ``q ± ulp(q n)``, outside what
+    the sensitivity ``max(q, 1 - q)`` covers, up to 2ε from ``q n >= 2**23``). The
+    point inside an interval is uniform (a float32 affine map of an open uniform,
+    a post-processing of the interval up to its rounding to the float grid). So
+    ε' ≤ ε + ε_c' + 4a and δ' ≤ δ_c' (ε + 1.03e-5 at n = 10³; ``SECURITY.md``,
+    "Continuous ranges").
 
     Args:
       key: a PRNG key (typed or legacy); one key per call.
@@ -685,13 +830,10 @@ def _quantile_impl(key, data, q, bounds, epsilon, *, shape):
     ordered = _rows.flatten_rows(jnp.sort(jnp.clip(data, lo, hi), axis=-1), tail)
     ends = jnp.broadcast_to(lo, (rows, 1)), jnp.broadcast_to(hi, (rows, 1))
     e = jnp.concatenate([ends[0], ordered, ends[1]], axis=-1)
-    target = _rows.flatten_batch(q * n, tail)
-    utility = -jnp.abs(jnp.arange(n + 1, dtype=e.dtype)[None, :] - target[:, None])
     # Sensitivity max(q, 1 - q) (docstring); >= 1/2, so no division by 0.
-    scale = _logits.scale_factor(epsilon, jnp.maximum(q, 1 - q), False, e.dtype)
-    scale = _logits.clip_scale(_rows.flatten_batch(scale, tail))
-    upper = _logits.Logits(utility, jnp.max(utility, axis=-1), scale).values()
-    zeros = jnp.zeros_like(upper)
+    scale = _rows.flatten_batch(_scale(epsilon, jnp.maximum(q, 1 - q), False, e.dtype), tail)
+    upper = _quantile_logits(_rows.flatten_batch(q, tail), n, scale)
+    zeros = jnp.zeros_like(upper[0])
     draws, has_mass = _sample_rows(key, e, upper, zeros, zeros > 0, num_lead)
     valid = bounds_ok & has_mass & _rows.flatten_batch(data_ok, tail)
     valid = valid & _rows.flatten_batch(q_ok & _logits.params_valid(batch, epsilon), tail)

@@ -113,8 +113,12 @@ def scale_down(scale: Array) -> Array:
     return scale * scale.dtype.type(1 - 8 * u)
 
 
-def weights(scores: Array, row_max: Array, scale: Array) -> Array:
+def weights(scores: Array, row_max: Array, scale: Array, low: Array | None = None) -> Array:
     """``exp((scores - row_max) * scale)`` with relative error ``2 u_exp + 2u`` at any logit.
+
+    ``low`` (float scores only): the scores' double-float low parts, so that the
+    weights are those of ``scores + low`` (to within the same error: ``low`` joins
+    the exact difference's own low part, at most ``2u`` of the logit's size).
 
     ``scores`` ``(..., n)``, float or integer (then ``row_max`` is the integer row
     maximum: the difference is the exact integer gap, :func:`jaxdp._logits.difference`);
@@ -129,6 +133,8 @@ def weights(scores: Array, row_max: Array, scale: Array) -> Array:
     big = dh * ch  # exact: 12 x 12 significant bits
     # exp(small) by a polynomial, not jnp.exp: XLA's simplifier would merge the two
     # exponentials into exp(big + small), rounding the sum (_tf.exp_small).
+    if low is not None:
+        d_lo = d_lo + low
     small = (dh * cl + dl * ch + dl * cl) + d_lo * scale
     # A -inf score gives big = -inf and small = NaN or -inf: weight 0.
     w = jnp.exp(big) * _tf.exp_small(small)

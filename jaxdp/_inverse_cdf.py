@@ -51,14 +51,19 @@ def from_scores(key: PRNGKey, logits: Logits, shape: tuple[int, ...]) -> tuple[A
     return idx.astype(jnp.int32).reshape(shape), ok.reshape(tail)
 
 
-def from_logits(key: PRNGKey, logits: Array, shape: tuple[int, ...]) -> tuple[Array, Array]:
-    """Draws of ``shape`` from ``softmax(logits)`` along the last axis (``(..., n)``
-    float logits; ``shape`` ends with dims that their batch broadcasts to)."""
+def from_logits(
+    key: PRNGKey, logits: Array, shape: tuple[int, ...], low: Array | None = None
+) -> tuple[Array, Array]:
+    """Draws of ``shape`` from ``softmax(logits + low)`` along the last axis (``(..., n)``
+    float logits, not necessarily shifted; ``low``, if given, their double-float low
+    parts; ``shape`` ends with dims that their batch broadcasts to). The weights
+    are :func:`jaxdp._descent.weights` of the exact differences to the row maximum."""
     num_lead, tail = split_shape(shape, logits.shape[:-1])
     if math.prod(shape) == 0:
         return _no_draws(shape, tail)
     rows = flatten_rows(logits, tail)
+    low = None if low is None else flatten_rows(low, tail)
     row_max = jnp.max(rows, axis=-1)
-    w = _descent.weights(rows, row_max, jnp.ones_like(row_max))
+    w = _descent.weights(rows, row_max, jnp.ones_like(row_max), low=low)
     idx, ok = _descent.sample(fast_key(key), w, num_lead)
     return idx.astype(jnp.int32).reshape(shape), ok.reshape(tail)

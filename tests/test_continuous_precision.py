@@ -1,0 +1,167 @@
+"""Finite precision of the continuous ranges' log-masses (SECURITY.md, "Continuous ranges").
+
+The interval of a draw is chosen by the categorical kernel from double-float
+log-masses ``U + log w + psi(y)``. These tests pin each term's *absolute* error,
+at every magnitude, against float64, and check the quantile's and the price's
+utilities on neighbouring datasets at sizes where their float32 rounding alone
+broke the privacy bound (the float32 computation that the code used before is
+run beside them and must fail the same check).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxdp import _continuous
+
+U = 2.0**-24
+
+
+def _dd64(pair) -> np.ndarray:
+    hi, lo = pair
+    return np.asarray(hi, np.float64) + np.asarray(lo, np.float64)
+
+
+def _ulps(lo: float, hi: float, count: int) -> np.ndarray:
+    """``count`` float32 values spread log-uniformly over ``[lo, hi]``, plus their
+    neighbours one ulp away (so that every binade and its edges are hit)."""
+    grid = np.geomspace(lo, hi, count).astype(np.float32)
+    down, up = np.nextafter(grid, np.float32(0)), np.nextafter(grid, np.float32(np.inf))
+    return np.unique(np.concatenate([grid, down, up]))
+
+
+def test_backend_expm1_and_log1p_within_assumed_error():
+    """The bounds assume expm1 within EXPM1_ERROR_U u and log1p within LOG1P_ERROR_U u
+    on the arguments the log-masses pass (expm1 on [-88, -1e-3], log1p on
+    [sqrt(1/2) - 1, sqrt 2 - 1]); measured on this backend against float64."""
+    y = _ulps(1e-3, 88.0, 200_000)
+    got = np.asarray(jax.jit(lambda v: jnp.expm1(-v))(jnp.asarray(y)), np.float64)
+    want = np.expm1(-y.astype(np.float64))
+    expm1_err = np.max(np.abs(got / want - 1)) / U
+    x = np.linspace(math.sqrt(0.5) - 1, math.sqrt(2) - 1, 400_001).astype(np.float32)
+    x = x[x != 0]
+    got = np.asarray(jax.jit(jnp.log1p)(jnp.asarray(x)), np.float64)
+    want = np.log1p(x.astype(np.float64))
+    log1p_err = np.max(np.abs(got / want - 1)) / U
+    assert expm1_err <= _continuous.EXPM1_ERROR_U, expm1_err
+    assert log1p_err <= _continuous.LOG1P_ERROR_U, log1p_err
+
+
+def test_log_is_absolutely_accurate_at_every_magnitude():
+    """|log_dd(x) - log x| <= 1.4u for x across float32's normal range (jnp.log is
+    off by ~2u |log x|: 170u at 1e-38), and log 0 = -inf."""
+    x = _ulps(1.2e-38, 3.4e38, 100_000)
+    err = np.abs(_dd64(jax.jit(_continuous._log_dd)(jnp.asarray(x))) - np.log(x.astype(np.float64)))
+    assert np.max(err) <= 1.4 * U, np.max(err) / U
+    plain = np.abs(np.asarray(jnp.log(jnp.asarray(x)), np.float64) - np.log(x.astype(np.float64)))
+    assert np.max(plain) > 20 * U  # what the dd form avoids
+    hi, lo = _continuous._log_dd(jnp.asarray([0.0, 1.0], jnp.float32))
+    assert np.asarray(hi)[0] == -np.inf and np.asarray(lo)[0] == 0
+    assert np.asarray(hi)[1] == 0 and np.asarray(lo)[1] == 0
+
+
+def test_log_shape_is_absolutely_accurate():
+    """psi(y) = log((1 - e^-y)/y) within 11u absolute for y from 0 to 1e30."""
+    y = np.concatenate([[0.0], _ulps(1e-30, 1e30, 100_000)]).astype(np.float32)
+    got = _dd64(jax.jit(_continuous._log_shape)(jnp.asarray(y)))
+    y64 = y.astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = np.where(y64 < 1e-6, -y64 / 2 + y64**2 / 24, np.log(-np.expm1(-y64)) - np.log(y64))
+    err = np.abs(got - want)
+    assert np.max(err) <= 11 * U, np.max(err) / U
+
+
+def _old_log_masses(edges: np.ndarray, upper: np.ndarray, drop: np.ndarray) -> np.ndarray:
+    """The float32 log-masses of the code before: upper + log(w) + psi(drop), each
+    term rounded to float32 (the test's deliberately imprecise twin)."""
+    e = jnp.asarray(edges)
+    w = e[:, 1:] - e[:, :-1]
+    y = jnp.asarray(drop)
+    small = y < 1e-3
+    safe = jnp.where(small, 1.0, y)
+    psi = jnp.where(small, y * (-0.5 + y / 24), jnp.log(-jnp.expm1(-safe)) - jnp.log(safe))
+    return np.asarray(jnp.asarray(upper) + jnp.log(w) + psi, np.float64)
+
+
+def test_log_masses_within_18u_at_any_width():
+    """Widths from 1e-30 to 1e30 and drops from 0 to 1e20 in one row: every
+    log-mass within 18u absolute of the float64 one (the old float32 sum: over
+    100u)."""
+    rng = np.random.default_rng(0)
+    widths = np.geomspace(1e-30, 1e30, 400)
+    rng.shuffle(widths)
+    edges = np.concatenate([[0.0], np.cumsum(widths)]).astype(np.float32)[None, :]
+    edges = np.maximum.accumulate(edges, axis=-1)
+    drop = np.geomspace(1e-8, 1e20, 400).astype(np.float32)[None, :]
+    upper = (-rng.uniform(0, 40, (1, 400))).astype(np.float32)
+    zero = jnp.zeros_like(jnp.asarray(upper))
+    masses = jax.jit(_continuous._log_masses)
+    got = _dd64(masses(jnp.asarray(edges), (jnp.asarray(upper), zero), jnp.asarray(drop)))
+    e64 = edges.astype(np.float64)
+    w = e64[:, 1:] - e64[:, :-1]
+    y = drop.astype(np.float64)
+    with np.errstate(divide="ignore"):  # widths that round to 0: log-mass -inf
+        want = upper + np.log(w) + np.log(-np.expm1(-y)) - np.log(y)
+    live = w > 0
+    err = np.abs(got[live] - want[live])
+    assert np.max(err) <= 18 * U, np.max(err) / U
+    with np.errstate(divide="ignore"):
+        old = np.abs(_old_log_masses(edges, upper, drop)[live] - want[live])
+    assert np.max(old) > 100 * U, np.max(old) / U
+
+
+def _new_quantile_logits(q: np.float32, n: int, scale: np.float32) -> np.ndarray:
+    hi, lo = jax.jit(_continuous._quantile_logits, static_argnums=1)(
+        jnp.asarray([q]), n, jnp.asarray([scale])
+    )
+    return (np.asarray(hi, np.float64) + np.asarray(lo, np.float64))[0]
+
+
+def _old_quantile_logits(q: np.float32, n: int, scale: np.float32) -> np.ndarray:
+    """The float32 logits of the code before: k (-|j - fl(q n)| - max)."""
+    j = jnp.arange(n + 1, dtype=jnp.float32)
+    utility = -jnp.abs(j - jnp.float32(q) * n)
+    return np.asarray((utility - jnp.max(utility)) * jnp.float32(scale), np.float64)
+
+
+@pytest.mark.parametrize("n, q", [(10**6, 0.3), (2**23 + 12345, 0.3), (10**7, 0.49)])
+def test_quantile_logits_exact_at_large_n(n, q):
+    """private_quantile's logits k (u_j - max u), u_j = -|j - q n|, within 1e-6 of
+    float64 (exact there: q n has at most 24 + 24 bits) up to a common shift, at n
+    up to 10**7. With q n rounded to float32, as before, they were off by up to
+    k ulp(q n) / 2, and q n moved between neighbours by q +- ulp(q n), outside the
+    band that the sensitivity max(q, 1 - q) covers (the test catches it)."""
+    q32 = np.float32(q)
+    scale = np.float32(1 / (2 * max(float(q32), 1 - float(q32))) * (1 - 8 * U))
+    utility = -np.abs(np.arange(n + 1, dtype=np.float64) - float(q32) * n)
+    want = float(scale) * (utility - np.max(utility))
+    live = want > -100
+    err = (_new_quantile_logits(q32, n, scale) - want)[live]
+    assert np.max(err) - np.min(err) <= 1e-6
+    old = (_old_quantile_logits(q32, n, scale) - want)[live]
+    assert np.max(old) - np.min(old) > 1e-4
+
+
+def test_price_logits_exact_at_large_n():
+    """The revenue logits k (R_j - max R) within 1e-6 absolute of float64 for 10**6
+    bids up to 1e3 (the float32 revenue was off by up to u ε n / 2 = 0.03)."""
+    n, hi, epsilon = 10**6, 1000.0, 1.0
+    rng = np.random.default_rng(1)
+    prices = np.sort(rng.uniform(0, hi, n)).astype(np.float32)
+    prices = np.append(prices, np.float32(hi))[None, :]
+    scale = np.float32(epsilon / (2 * hi) * (1 - 8 * U))
+    got = _dd64(jax.jit(_continuous._price_logits)(jnp.asarray(prices), jnp.asarray([scale])))[0]
+    count = (n - np.arange(n + 1)).astype(np.float64)
+    revenue = count * prices[0].astype(np.float64)
+    want = float(scale) * (revenue - np.max(revenue))
+    live = want > -100
+    err = (got - want)[live]  # up to a common shift, which the law ignores
+    assert np.max(err) - np.min(err) <= 1e-6
+    old_revenue = jnp.asarray(count, jnp.float32) * jnp.asarray(prices[0])
+    old = (np.asarray((old_revenue - jnp.max(old_revenue)) * scale, np.float64) - want)[live]
+    assert np.max(old) - np.min(old) > 1e-3

@@ -35,21 +35,21 @@ def _ulps(lo: float, hi: float, count: int) -> np.ndarray:
     return np.unique(np.concatenate([grid, down, up]))
 
 
-def test_backend_expm1_and_log1p_within_assumed_error():
-    """The bounds assume expm1 within EXPM1_ERROR_U u and log1p within LOG1P_ERROR_U u
-    on the arguments the log-masses pass (expm1 on [-88, -1e-3], log1p on
-    [sqrt(1/2) - 1, sqrt 2 - 1]); measured on this backend against float64."""
+def test_backend_expm1_and_log_within_assumed_error():
+    """The bounds assume expm1 within EXPM1_ERROR_U u and log within LOG_ERROR_U u on
+    the arguments the log-masses pass (expm1 on [-88, -1e-3], log on [sqrt(1/2),
+    sqrt 2), where |log| <= 0.35); measured on this backend against float64."""
     y = _ulps(1e-3, 88.0, 200_000)
     got = np.asarray(jax.jit(lambda v: jnp.expm1(-v))(jnp.asarray(y)), np.float64)
     want = np.expm1(-y.astype(np.float64))
     expm1_err = np.max(np.abs(got / want - 1)) / U
-    x = np.linspace(math.sqrt(0.5) - 1, math.sqrt(2) - 1, 400_001).astype(np.float32)
-    x = x[x != 0]
-    got = np.asarray(jax.jit(jnp.log1p)(jnp.asarray(x)), np.float64)
-    want = np.log1p(x.astype(np.float64))
-    log1p_err = np.max(np.abs(got / want - 1)) / U
+    m = np.linspace(math.sqrt(0.5), math.sqrt(2), 400_001).astype(np.float32)
+    m = m[m != 1]
+    got = np.asarray(jax.jit(jnp.log)(jnp.asarray(m)), np.float64)
+    want = np.log(m.astype(np.float64))
+    log_err = np.max(np.abs(got / want - 1)) / U
     assert expm1_err <= _continuous.EXPM1_ERROR_U, expm1_err
-    assert log1p_err <= _continuous.LOG1P_ERROR_U, log1p_err
+    assert log_err <= _continuous.LOG_ERROR_U, log_err
 
 
 def test_log_is_absolutely_accurate_at_every_magnitude():
@@ -164,4 +164,49 @@ def test_price_logits_exact_at_large_n():
     assert np.max(err) - np.min(err) <= 1e-6
     old_revenue = jnp.asarray(count, jnp.float32) * jnp.asarray(prices[0])
     old = (np.asarray((old_revenue - jnp.max(old_revenue)) * scale, np.float64) - want)[live]
+    assert np.max(old) - np.min(old) > 1e-3
+
+
+def test_piecewise_log_masses_in_one_program_within_18u():
+    """exponential_piecewise's log-masses as its program computes them, from the
+    lines to the sums in one jit (where XLA may fuse and contract the error-free
+    transforms differently than in the pieces' tests): large intercepts, steep and
+    flat slopes and widths from 1e-20 to 1e20, each within 18u of float64 up to the
+    common shift (the float32 computation of before: over 1e-3)."""
+    rng = np.random.default_rng(3)
+    m = 600
+    edges = np.geomspace(1e-20, 1e20, m + 1).astype(np.float32)[None, :]
+    e64 = edges.astype(np.float64)
+    w32 = np.diff(e64, axis=-1)
+    c = (1e6 + rng.normal(size=(1, m)) * 10).astype(np.float32)
+    steep = np.geomspace(1e-2, 1e6, m)
+    rng.shuffle(steep)
+    slope = (rng.choice([-1, 1], (1, m)) * steep / w32).astype(np.float32)
+    scale = np.float32(0.5)
+
+    def program(edges, c, slope, scale):
+        a, b = edges[:, :-1], edges[:, 1:]
+        u_top = _continuous._affine(c, slope, jnp.where(slope > 0, b, a))
+        best = jnp.max(jnp.where(b - a > 0, u_top[0], -jnp.inf), axis=-1)
+        upper = _continuous._scaled_gap(u_top, best, scale)
+        drop = _continuous._drop(scale, jnp.abs(slope), b - a)
+        return _continuous._log_masses(edges, upper, drop), drop
+
+    (got_h, got_l), drop = jax.jit(program)(edges, c, slope, jnp.asarray([scale]))
+    got = _dd64((got_h, got_l))
+    c64, s64 = c.astype(np.float64), slope.astype(np.float64)
+    a, b = e64[:, :-1], e64[:, 1:]
+    u_top = c64 + s64 * np.where(s64 > 0, b, a)
+    w = b - a
+    y = float(scale) * np.abs(s64) * w
+    live = (w > 0) & (y > 1e-3) & (y < 1e30)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        psi = np.log(-np.expm1(-y)) - np.log(y)
+        want = float(scale) * u_top + np.log(w) + psi
+    err = got[live] - want[live]
+    assert np.count_nonzero(live) > 100
+    assert np.max(err) - np.min(err) <= 2 * 18 * U, (np.max(err) - np.min(err)) / U
+    old_upper = (jnp.maximum(c + slope * edges[:, :-1], c + slope * edges[:, 1:]) - 1e6) * scale
+    with np.errstate(divide="ignore", invalid="ignore"):
+        old = _old_log_masses(edges, np.asarray(old_upper), np.asarray(drop))[live] - want[live]
     assert np.max(old) - np.min(old) > 1e-3

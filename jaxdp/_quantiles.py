@@ -61,6 +61,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _checks, _logits, _random, _rows, _sampling
+from . import _twofloat as _tf
 from ._continuous import _pair
 from ._debug_check import debug_check
 from ._typing import Array, ArrayLike, PRNGKey
@@ -69,24 +70,6 @@ _NEG_INF = -jnp.inf
 
 
 # ----------------------------------------------------------------------------- exact targets
-
-
-def _split(x: Array) -> tuple[Array, Array]:
-    """Veltkamp split: ``x = hi + lo`` with ``hi`` of half the mantissa bits."""
-    bits = jnp.finfo(x.dtype).nmant + 1
-    factor = jnp.asarray(2.0 ** ((bits + 1) // 2) + 1, x.dtype)
-    c = factor * x
-    hi = c - (c - x)
-    return hi, x - hi
-
-
-def _two_product(a: Array, b: Array) -> tuple[Array, Array]:
-    """Dekker: ``a * b = p + e`` exactly (no FMA needed, no overflow here)."""
-    p = a * b
-    a_hi, a_lo = _split(a)
-    b_hi, b_lo = _split(b)
-    e = ((a_hi * b_hi - p) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo
-    return p, e
 
 
 def _floor_frac(hi: Array, lo: Array) -> tuple[Array, Array]:
@@ -366,7 +349,7 @@ def _quantiles_impl(key, data, qs, bounds, epsilon, *, shape):
     gaps = jnp.clip(jnp.diff(cum), 0, 1)
     # sensitivity of the utility for the rounded gaps: sum(g) + 1 - 2 min(g)
     delta_u = jnp.sum(gaps) + 1 - 2 * jnp.min(gaps)
-    t_hi, t_lo = _two_product(gaps, jnp.asarray(n, dtype))
+    t_hi, t_lo = _tf.two_prod(gaps, jnp.asarray(n, dtype))
     scale = _rows.flatten_batch(epsilon.astype(dtype) / (2 * delta_u), tail)
 
     alpha = jax.vmap(_forward, in_axes=(0, 0, None, None))(log_len, scale, t_hi, t_lo)

@@ -310,10 +310,10 @@ def test_legacy_key_and_integer_data():
 
 
 def test_exact_targets_compiled():
-    """The targets g_j n as an exact pair (Dekker, Veltkamp split) as XLA compiles
-    them inside ``jit``, where fused multiply-add contraction could break the split,
+    """The targets g_j n as an exact pair (Dekker, ``_twofloat.two_prod``) as XLA
+    compiles them inside ``jit``, where fused multiply-add contraction could break it,
     and the gaps |d - g_j n| read from the pair in the same program, within 1 ulp."""
-    from jaxdp import _quantiles
+    from jaxdp import _quantiles, _twofloat
 
     rng = np.random.default_rng(0)
     g = rng.uniform(0, 1, 10**5).astype(np.float32)
@@ -321,7 +321,7 @@ def test_exact_targets_compiled():
 
     @jax.jit
     def targets(g, n):
-        hi, lo = _quantiles._two_product(g, n)
+        hi, lo = _twofloat.two_prod(g, n)
         return hi, lo, _quantiles._gap(jnp.floor(n * 0.3), hi, lo)
 
     hi, lo, gap = (np.asarray(x, np.float64) for x in targets(jnp.asarray(g), jnp.asarray(n)))

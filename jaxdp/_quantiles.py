@@ -45,9 +45,11 @@ length ``r`` by one categorical draw over the pairs, O(m² n) per draw.
 Every quantity is kept relative to its level's maximum (each level ``j`` is
 shifted by its own constant; sampling at level ``j`` only uses ratios within
 it), so the log-values that matter are small and their rounding is relative,
-never a cancellation of large numbers: the targets ``g_j n`` are carried as
-unevaluated sums ``hi + lo`` (Dekker's exact product), so ``d - g_j n`` is
-accurate even for n = 10**7 in float32.
+never a cancellation of large numbers: the targets ``g_j n`` are carried as an
+exact integer part and a fraction (from Dekker's exact products, with ``n``
+itself never rounded), and ``d - g_j n`` as the exact integer ``d - ⌊g_j n⌋``
+minus that fraction, so it is accurate at any n in float32, above ``2**24``
+included.
 """
 
 from __future__ import annotations
@@ -72,17 +74,37 @@ _NEG_INF = -jnp.inf
 # ----------------------------------------------------------------------------- exact targets
 
 
-def _floor_frac(hi: Array, lo: Array) -> tuple[Array, Array]:
-    """(⌊hi + lo⌋ as int32, (hi + lo) - ⌊hi + lo⌋ in [0, 1]) for ``|lo| <= ulp(hi)/2``."""
-    fl = jnp.floor(hi)
-    fl = jnp.where((fl == hi) & (lo < 0), fl - 1, fl)
-    frac = jnp.clip((hi - fl) + lo, 0, 1)
-    return fl.astype(jnp.int32), frac
+def _targets(g: Array, n: int) -> tuple[Array, Array]:
+    """The targets ``t = g n`` for float ``g`` in [0, 1] and a static ``n < 2**30``, as
+    ``(⌊t⌋, t - ⌊t⌋)``: the integer part exact (int32), the fraction in [0, 1]
+    within ``6u`` absolute.
+
+    ``g n`` is the exact sum of four floats (``n = n_h + n_l`` with ``n_h`` its
+    rounding, both exact; Dekker's product of ``g`` with each). The integer and
+    fractional parts of each are exact; only the sum of the four fractions (in
+    [0, 4)) rounds, three times by at most ``2u`` each. ``n`` itself is never
+    rounded: in float32 above ``2**24`` it would move the targets by up to
+    ``g ulp(n) / 2`` between neighbours (an integer or more), which the
+    sensitivity does not cover.
+    """
+    dtype = g.dtype
+    n_h = dtype.type(n)
+    n_l = dtype.type(n - int(n_h))  # an integer below 2**7: exact
+    whole = jnp.zeros(g.shape, jnp.int32)
+    frac = jnp.zeros(g.shape, dtype)
+    for part in (*_tf.two_prod(g, n_l), *_tf.two_prod(g, n_h)):
+        fl = jnp.floor(part)
+        whole = whole + fl.astype(jnp.int32)
+        frac = frac + (part - fl)  # part - ⌊part⌋ is exact
+    carry = jnp.floor(frac)
+    return whole + carry.astype(jnp.int32), frac - carry
 
 
-def _gap(d: Array, hi: Array, lo: Array) -> Array:
-    """``|d - (hi + lo)|`` for integer-valued ``d``, accurate to ~1 ulp of the result."""
-    return jnp.abs((d - hi) - lo)
+def _gap(d: Array, whole: Array, frac: Array) -> Array:
+    """``|d - t|`` for int32 ``d`` and a target ``t = whole + frac`` from :func:`_targets`:
+    ``d - whole`` is exact in int32 and its float has a relative error of at most
+    ``u``, so the result is within ``2u`` relative plus ``frac``'s own error."""
+    return jnp.abs((d - whole).astype(frac.dtype) - frac)
 
 
 # ----------------------------------------------------------------------------- log-semiring scans
@@ -115,18 +137,18 @@ def _affine_scan(b: Array, a: Array) -> Array:
     return x
 
 
-def _transition(hat: Array, s: Array, t_hi: Array, t_lo: Array) -> Array:
+def _transition(hat: Array, s: Array, big_t: Array, frac: Array) -> Array:
     r"""``LSE_{i' < i} [hat(i') - s |i - i' - t|]`` for every ``i`` (last axis), exactly.
 
-    ``d = i - i' >= 1``. Split at ``T = ⌊t⌋``: for ``d >= T + 1`` the weight is
-    ``e^{-s(d - t)}``, a discounted prefix sum; for ``1 <= d <= T`` it is
-    ``e^{-s(t - d)}``, a window ``[i - T, i - 1]``, the suffix of one block of
-    width ``T`` plus the prefix of the next.
+    ``d = i - i' >= 1``, ``t = big_t + frac`` (:func:`_targets`). Split at
+    ``T = ⌊t⌋``: for ``d >= T + 1`` the weight is ``e^{-s(d - t)}``, a
+    discounted prefix sum; for ``1 <= d <= T`` it is ``e^{-s(t - d)}``, a window
+    ``[i - T, i - 1]``, the suffix of one block of width ``T`` plus the prefix of
+    the next.
     """
     n_int = hat.shape[-1]
     i = jnp.arange(n_int, dtype=jnp.int32)
     dtype = hat.dtype
-    big_t, frac = _floor_frac(t_hi, t_lo)
     neg_s = jnp.full(hat.shape, -s, dtype)
     # far part: d >= T + 1, -s (d - t) = -s (i - T - 1 - i') - s (1 - frac)
     q = _affine_scan(hat, neg_s)
@@ -157,25 +179,27 @@ def _normalise(x: Array) -> Array:
     return x - jnp.where(jnp.isfinite(top), top, 0)
 
 
-def _forward(log_len: Array, s: Array, t_hi: Array, t_lo: Array) -> Array:
-    """The table ``α_j(i, r)`` ``(m, N, m)`` for one row, each level max-shifted to 0."""
+def _forward(log_len: Array, s: Array, big_t: Array, frac: Array) -> Array:
+    """The table ``α_j(i, r)`` ``(m, N, m)`` for one row, each level max-shifted to 0;
+    the targets ``g_j n = big_t + frac`` (:func:`_targets`)."""
     n_int = log_len.shape[0]
-    m = t_hi.shape[0] - 1
-    i = jnp.arange(n_int, dtype=log_len.dtype)
-    first = log_len - s * _gap(i, t_hi[0], t_lo[0])
+    m = big_t.shape[0] - 1
+    i = jnp.arange(n_int, dtype=jnp.int32)
+    first = log_len - s * _gap(i, big_t[0], frac[0])
     level = jnp.full((n_int, m), _NEG_INF, log_len.dtype).at[:, 0].set(first)
     level = _normalise(level)
     log_r = jnp.log(jnp.arange(2, m + 1, dtype=log_len.dtype))
 
     def step(prev, target):
-        hi, lo = target
+        whole, part = target
         hat = jax.nn.logsumexp(prev, axis=-1)
-        new_one = log_len + _transition(hat, s, hi, lo)
-        runs = prev[:, :-1] + (log_len[:, None] - s * (hi + lo)) - log_r[None, :]
+        new_one = log_len + _transition(hat, s, whole, part)
+        t = whole.astype(log_len.dtype) + part
+        runs = prev[:, :-1] + (log_len[:, None] - s * t) - log_r[None, :]
         nxt = _normalise(jnp.concatenate([new_one[:, None], runs], axis=-1))
         return nxt, nxt
 
-    _, rest = jax.lax.scan(step, level, (t_hi[1:m], t_lo[1:m]))
+    _, rest = jax.lax.scan(step, level, (big_t[1:m], frac[1:m]))
     return jnp.concatenate([level[None], rest], axis=0)
 
 
@@ -233,8 +257,11 @@ def private_quantiles(
     ``5.1e-11`` to δ' per choice at n = 10**6, m = 10, so ``m`` times that per draw. What
     this function adds is the rounding of the log-weights it hands the kernel.
     Each table entry is a log-sum-exp of non-positive terms built by scans of
-    ⌈log2(n+1)⌉ rounds, with the targets ``g_j n`` carried exactly as
-    ``hi + lo`` (Dekker): an entry whose value is ``v`` (relative to its
+    ⌈log2(n+1)⌉ rounds, with each gap ``|d - g_j n|`` within ``6u`` absolute
+    and ``2u`` relative of exact at any n (the targets as an exact integer part
+    and a fraction, ``n`` never rounded; the absolute part moves the log-weight of
+    a walk by at most ``(m + 1) 6u ε / (2Δ)``, about ``1.1e-6 ε`` at m = 10,
+    and the privacy loss by twice that): an entry whose value is ``v`` (relative to its
     level's maximum) is off by at most ``(|v| + ln(n+1)) · c · u`` with
     ``u = 2**-24`` (float32) and ``c = 4⌈log2(n+1)⌉ + 12``. A walk's
     probability is a product of at most m ratios of such entries, so its log
@@ -349,10 +376,10 @@ def _quantiles_impl(key, data, qs, bounds, epsilon, *, shape):
     gaps = jnp.clip(jnp.diff(cum), 0, 1)
     # sensitivity of the utility for the rounded gaps: sum(g) + 1 - 2 min(g)
     delta_u = jnp.sum(gaps) + 1 - 2 * jnp.min(gaps)
-    t_hi, t_lo = _tf.two_prod(gaps, jnp.asarray(n, dtype))
+    big_t, frac = _targets(gaps, n)
     scale = _rows.flatten_batch(epsilon.astype(dtype) / (2 * delta_u), tail)
 
-    alpha = jax.vmap(_forward, in_axes=(0, 0, None, None))(log_len, scale, t_hi, t_lo)
+    alpha = jax.vmap(_forward, in_axes=(0, 0, None, None))(log_len, scale, big_t, frac)
     # alpha: (rows, m, N, m) -> per level (m, rows, N, m)
     alpha = jnp.moveaxis(alpha, 1, 0)
 
@@ -366,11 +393,11 @@ def _quantiles_impl(key, data, qs, bounds, epsilon, *, shape):
         level, alpha_j, k = xs
         first = level == m - 1
         target = jnp.minimum(level + 1, m)
-        th, tl = t_hi[target], t_lo[target]
+        whole, part = big_t[target], frac[target]
         ref = jnp.where(first, n, i_cur)  # (S, R)
         d = ref[..., None] - i_grid[None, None, :]  # (S, R, N)
         allowed = jnp.where(first, d >= 0, d >= 1)
-        gap = _gap(d.astype(dtype), th, tl)  # (S, R, N)
+        gap = _gap(d, whole, part)  # (S, R, N)
         # one joint choice of (interval, run length): alpha_j(i', r) + phi(ref - i')
         logits = alpha_j[None] - (scale[None, :, None] * gap)[..., None]
         runs_ok = r_grid[None, None, None, :] <= level + 1

@@ -310,22 +310,40 @@ def test_legacy_key_and_integer_data():
 
 
 def test_exact_targets_compiled():
-    """The targets g_j n as an exact pair (Dekker, ``_twofloat.two_prod``) as XLA
-    compiles them inside ``jit``, where fused multiply-add contraction could break it,
-    and the gaps |d - g_j n| read from the pair in the same program, within 1 ulp."""
-    from jaxdp import _quantiles, _twofloat
+    """The targets g_j n (``_quantiles._targets``: exact integer part, fraction within
+    6u) and the gaps |d - g_j n| read from them, as XLA compiles them inside ``jit``
+    (where fused multiply-add contraction could break Dekker's product), against exact
+    rational arithmetic, for n up to 10**9: n above 2**24 is not a float32, and
+    rounding it (as the code before did) moves the targets by up to an integer."""
+    import math
+    from fractions import Fraction
+
+    from jaxdp import _quantiles
+
+    def exact(x):
+        return Fraction(float(x))
 
     rng = np.random.default_rng(0)
-    g = rng.uniform(0, 1, 10**5).astype(np.float32)
-    n = rng.integers(1, 10**7, 10**5).astype(np.float32)
+    g = rng.uniform(0, 1, 512).astype(np.float32)
+    g[:4] = [0.0, 1.0, 0.5, np.float32(1 / 3)]
+    u = 2.0**-24
+    for n in (7, 10**6, 2**24 + 1, 2**24 + 12345, 10**7 + 3, 2**27 - 1, 10**9 + 7):
+        d = np.array(rng.integers(0, n + 1, g.size), np.int32)
 
-    @jax.jit
-    def targets(g, n):
-        hi, lo = _twofloat.two_prod(g, n)
-        return hi, lo, _quantiles._gap(jnp.floor(n * 0.3), hi, lo)
+        @jax.jit
+        def gaps(g, d, n=n):
+            whole, frac = _quantiles._targets(g, n)
+            return whole, frac, _quantiles._gap(d, whole, frac)
 
-    hi, lo, gap = (np.asarray(x, np.float64) for x in targets(jnp.asarray(g), jnp.asarray(n)))
-    exact = g.astype(np.float64) * n.astype(np.float64)
-    assert np.array_equal(hi + lo, exact)
-    exact_gap = np.abs(np.floor(n * np.float32(0.3)).astype(np.float64) - exact)
-    assert np.all(np.abs(gap - exact_gap) <= np.spacing(exact_gap.astype(np.float32)))
+        whole, frac, gap = (np.asarray(x) for x in gaps(jnp.asarray(g), jnp.asarray(d)))
+        targets = [exact(gi) * n for gi in g]
+        assert [int(w) for w in whole] == [math.floor(t) for t in targets], n
+        for f, t in zip(frac, targets, strict=True):
+            assert abs(exact(f) - (t - math.floor(t))) <= 6 * u, n
+        exact_gaps = [abs(int(di) - t) for di, t in zip(d, targets, strict=True)]
+        for x, e in zip(gap, exact_gaps, strict=True):
+            assert abs(exact(x) - e) <= 6 * u + 2 * u * e, n
+        if n > 2**24:
+            # the float32 of before: n and d rounded to float32, far off
+            old = np.abs(d.astype(np.float32).astype(np.float64) - np.float32(n) * g)
+            assert max(abs(exact(o) - e) for o, e in zip(old, exact_gaps, strict=True)) > 0.4

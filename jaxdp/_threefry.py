@@ -82,10 +82,29 @@ def _fused_threefry_bits(key: Array, bit_width: int, shape: tuple[int, ...]) -> 
     return out if bit_width == 32 else out.astype(_UINT[bit_width])
 
 
+def _fused_threefry_split(key: Array, shape: tuple[int, ...]) -> Array:
+    """``jax.random.split`` of a threefry key, bit for bit, unrolled.
+
+    JAX's partitionable split hashes the 64-bit counter ``i`` of each new key as
+    ``(hi, lo)`` words, as :func:`_fused_threefry_bits` does for bits; its own
+    lowering on CPU is a rolled loop, one per split, which under ``vmap`` (a batch
+    of keys) costs more than the draws it feeds. Falls back to JAX's own
+    implementation when that stream is not the active one.
+    """
+    size = math.prod(shape)
+    if not jax.config.jax_threefry_partitionable or size >= 2**32:
+        return threefry_prng_impl.split(key, shape)
+    lo = jax.lax.broadcasted_iota(jnp.uint32, (size,), 0).reshape(shape)
+    b1, b2 = threefry2x32(key[0], key[1], jnp.zeros_like(lo), lo)
+    # Materialised once: fused into each reader, XLA:CPU would hash the new keys
+    # again for every draw that reads them.
+    return jax.lax.optimization_barrier(jnp.stack([b1, b2], axis=-1))
+
+
 _FUSED_THREEFRY = define_prng_impl(
     key_shape=threefry_prng_impl.key_shape,
     seed=threefry_prng_impl.seed,
-    split=threefry_prng_impl.split,
+    split=_fused_threefry_split,
     random_bits=_fused_threefry_bits,
     fold_in=threefry_prng_impl.fold_in,
     name="threefry2x32_fused",

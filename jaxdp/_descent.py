@@ -271,27 +271,38 @@ def _network(n: int) -> list[tuple[int, int]]:
 _NETWORK = _network(K)
 
 
-def _sort_lanes(hi: list, lo: list, idx: list) -> None:
-    """Sorts the lanes ascending by double-float value, in place (elementwise ops)."""
+def _sort_lanes(hi: list, lo: list | None, idx: list) -> None:
+    """Sorts the lanes ascending by double-float value, in place (elementwise ops);
+    by float value when ``lo`` is None (low parts all 0)."""
     for a, b in _NETWORK:
-        swap = (hi[b] < hi[a]) | ((hi[b] == hi[a]) & (lo[b] < lo[a]))
-        for lanes in (hi, lo, idx):
+        if lo is None:
+            swap = hi[b] < hi[a]
+        else:
+            swap = (hi[b] < hi[a]) | ((hi[b] == hi[a]) & (lo[b] < lo[a]))
+        for lanes in (hi, idx) if lo is None else (hi, lo, idx):
             x, y = lanes[a], lanes[b]
             lanes[a], lanes[b] = jnp.where(swap, y, x), jnp.where(swap, x, y)
 
 
-def _choose(key: PRNGKey, hi: list, lo: list) -> Array:
+def _choose(key: PRNGKey, hi: list, lo: list | None) -> Array:
     """Index of the child drawn among :data:`K` lanes of non-negative double-float masses.
 
     Sorted ascending, accumulated, compared with a 64-bit uniform times the
-    total; never a child of mass 0 while one is positive.
+    total; never a child of mass 0 while one is positive. ``lo`` None: the masses
+    are plain floats (low parts 0), which the sort and the first sum skip: the
+    same draws, with about 100 fewer operations per choice.
     """
-    hi, lo = list(hi), list(lo)
+    hi = list(hi)
+    lo = None if lo is None else list(lo)
     idx = [jnp.full(hi[0].shape, j, jnp.int32) for j in range(K)]
     _sort_lanes(hi, lo, idx)
-    cum_h, cum_l = [hi[0]], [lo[0]]
+    cum_h, cum_l = [hi[0]], [jnp.zeros_like(hi[0]) if lo is None else lo[0]]
     for j in range(1, K):
-        h, low = _tf.dd_add(cum_h[-1], cum_l[-1], hi[j], lo[j])
+        if lo is None:  # dd_add with a zero low part
+            total, err = _two_sum(cum_h[-1], hi[j])
+            h, low = _tf.fast_two_sum(total, err + cum_l[-1])
+        else:
+            h, low = _tf.dd_add(cum_h[-1], cum_l[-1], hi[j], lo[j])
         cum_h.append(h)
         cum_l.append(low)
     uh, ul = _uniform_dd(key, hi[0].shape, hi[0].dtype)
@@ -352,12 +363,14 @@ def descend(
         return block_h, lo.reshape(-1)[at]
 
     branches = [functools.partial(gather, level) for level in reversed(range(levels))]
+    # Levels 0 and 1 hold plain floats: when no other level is walked, the choice
+    # skips the low parts (the same draws, cheaper).
+    plain = levels <= 2
 
     def body(t: Array, level_key: PRNGKey, node: Array) -> Array:
         block_h, block_l = jax.lax.switch(t, branches, node)
-        child = _choose(
-            level_key, [block_h[..., j] for j in range(K)], [block_l[..., j] for j in range(K)]
-        )
+        lanes_l = None if plain else [block_l[..., j] for j in range(K)]
+        child = _choose(level_key, [block_h[..., j] for j in range(K)], lanes_l)
         return node * K + child
 
     # Every level, the top included, runs in the loop: one copy of the sorting

@@ -14,6 +14,9 @@ calling anything else than the public samplers. Rows:
   (0, the descent, to the level below the top; by replacing
   ``jaxdp._tuning.hybrid_depth`` in this process), each timed against the
   descent: where the deeper hybrids pay (``HYBRID["deep"]``).
+* ``band_b1_n<n>_s<S>``: one row in the hybrid's first band, each deeper depth
+  timed against depth 1, with the draws per column of the depth-1 table: where
+  depth 2 beats it (``HYBRID["band_deeper_below"]``).
 * ``race_chunk_<c>_b<B>_n<n>_s<S>``: Laplace ``report_noisy_max`` (always the race) with
   ``RACE_CHUNK`` = ``c`` against the current value (``RACE_CHUNK``).
 * ``table_chunk_<c>_n<n>``: the permute-and-flip table with ``TABLE_CHUNK`` =
@@ -43,7 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxdp
-from jaxdp import _descent, _tuning
+from jaxdp import _alias, _descent, _tuning
 
 from . import _machine, _paths
 from ._timing import compiled_call, time_interleaved
@@ -52,6 +55,7 @@ GRID = {
     "quick": {
         "layout": [(1, 1000, (0.25, 1, 4)), (256, 64, (1, 4))],
         "depth": [(1, 10**5, (10**4,))],
+        "band": [(1, 10**4, (5000, 16000))],
         "race": [(1, 1000, 1 << 14), (1024, 1000, 1)],
         "chunks": (1 << 16, 1 << 20),
         "table_n": (512,),
@@ -89,6 +93,13 @@ GRID = {
             (32, 4096, (100, 1000)),
             (32, 10**4, (100, 1000)),
             (32, 10**5, (100, 1000, 10**4)),
+        ],
+        # one row in the hybrid's first band: depth 1 against the deeper ones
+        "band": [
+            (1, 5000, (2000, 6000, 8000, 10**4)),
+            (1, 10**4, (5000, 10**4, 12000, 16000, 40000)),
+            (1, 30000, (10**4, 24000, 32000, 40000)),
+            (1, 10**5, (50000, 10**5)),
         ],
         "race": [(1, 1000, 1 << 16), (1024, 1000, 1), (16, 100, 1 << 12)],
         "chunks": (1 << 14, 1 << 16, 1 << 20, 1 << 22),
@@ -262,6 +273,48 @@ def depth_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
     return rows
 
 
+def band_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
+    """One row in the hybrid's first band: each deeper depth timed against depth 1
+    directly (interleaved), with the draws per column of the depth-1 table."""
+    rows = []
+    for b, n, draws in grid["band"]:
+        x = _scores(b, n)
+        depths = range(1, len(_descent.level_counts(n)) - 1)
+        per_column = 2 ** _alias.log2_columns(_descent.level_counts(n)[1])
+        for s in draws:
+
+            def fn(k, x, s=s, b=b):
+                return jaxdp.exponential(
+                    k, x, epsilon=1.0, sensitivity=1.0, shape=(s, b), method="inverse_cdf"
+                )
+
+            calls = {}
+            for j in depths:
+                with forced_depth(j):
+                    calls[j] = _call(fn, jax.random.key(0), x)
+            ratios = {}
+            for j in depths:
+                if j > 1:
+                    _, _, r = time_interleaved(
+                        calls[j], calls[1], repeats=repeats, budget_s=8.0, min_time_s=2.0
+                    )
+                    ratios[j] = statistics.median(r)
+            chosen = _tuning.hybrid_depth(n, s, num_rows=b)
+            name = f"band_b{b}_n{n}_s{s}"
+            rows.append(
+                {"name": name, "constant": 'HYBRID["band_deeper_below"]', "b": b, "n": n,
+                 "s": s, "draws_per_depth1_column": s / per_column,
+                 **{f"depth{j}_over_depth1": r for j, r in ratios.items()}, "chosen": chosen}
+            )  # fmt: skip
+            cells = " | ".join(f"j{j}/j1 {r:.2f}" for j, r in ratios.items())
+            print(
+                f"| {name} | {s / per_column:.2g} draws per depth-1 column | {cells}"
+                f" | rule picks j{chosen} |",
+                flush=True,
+            )
+    return rows
+
+
 def race_chunk_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
     rows = []
     current = _tuning.race_chunk()
@@ -371,7 +424,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true", help="a few points of each sweep")
     p.add_argument(
         "--only",
-        choices=("layout", "depth", "race_chunk", "table_chunk", "costs"),
+        choices=("layout", "depth", "band", "race_chunk", "table_chunk", "costs"),
         action="append",
         help="run only these sections (repeatable; default: all)",
     )
@@ -392,6 +445,7 @@ def run(args: argparse.Namespace) -> int:
     sections = {
         "layout": layout_rows,
         "depth": depth_rows,
+        "band": band_rows,
         "race_chunk": race_chunk_rows,
         "table_chunk": table_chunk_rows,
         "costs": cost_rows,

@@ -225,11 +225,22 @@ def use_alias(n: int, num_draws: int, platform: str | None = None, num_rows: int
 #: (``layout_*``), 2.30-2.79 at every depth for one row of 10**5 drawn 10**4 times
 #: (``depth_*``; ``gpu-nvidia-h100-80gb-hbm3/tuning_quick.json``), and the table
 #: alone takes over only from 2**18 draws (:data:`ALIAS_MIN_DRAWS`).
+#:
+#: ``band_deeper_below``: a single row in the first band, of at least the ``deep``
+#: entry's ``min_n`` outcomes, drawn fewer than this many times per column of
+#: the depth-1 table (its ``2**b1 >= ceil(n / K)`` columns), takes the ``deep``
+#: rule instead (depth 2 there). CPU: ``python -m benchmarks tuning --only band``
+#: (rows ``band_b1_n<n>_s<S>`` at n = 5000 to 10**5, in
+#: ``benchmarks/results/cpu-2core-intel-xeon/band/``, each depth timed against
+#: depth 1): depth 2 took 0.72-0.77 of depth 1's time at two to three draws per
+#: depth-1 column, 0.92 at five, 0.95-1.02 at six, 1.03-1.12 at eight and
+#: 1.11-1.27 at ten to twenty (issue 11's C4 at n = 10**4, S = 10**4 has five).
 HYBRID = {
     "cpu": {
         "min_n": 1000,
         "bands": ((1, 0.25, 4.0), (8, 0.25, 0.5)),
         "deep": ((32, 4096, 1000, 2.0),),
+        "band_deeper_below": 6.0,
     },
     "gpu": {"min_n": 1000, "bands": (), "deep": ()},
 }
@@ -251,8 +262,10 @@ def layout(n: int, num_draws: int, platform: str | None = None, num_rows: int = 
 def hybrid_depth(n: int, num_draws: int, platform: str | None = None, num_rows: int = 1) -> int:
     """Levels of the descent the hybrid walks below its alias table (0: no hybrid).
 
-    Depth 1 (a table over the leaves' blocks) in :data:`HYBRID`'s ``bands``. Else,
-    for calls the full table does not take, the ``deep`` entries ``(rows, min_n,
+    Depth 1 (a table over the leaves' blocks) in :data:`HYBRID`'s ``bands``
+    (for one row drawn fewer than ``band_deeper_below`` times per column of that
+    table, the ``deep`` rule's depth where it gives one). Else, for calls the
+    full table does not take, the ``deep`` entries ``(rows, min_n,
     min_draws, c)``: the smallest depth ``j >= 2`` below the top whose level's
     table (``2**b_j`` columns) gets at least ``c`` draws per column, for rows of
     at least ``min_n`` outcomes drawn at least ``min_draws`` times. Every depth
@@ -266,20 +279,25 @@ def hybrid_depth(n: int, num_draws: int, platform: str | None = None, num_rows: 
         return 0
     h = HYBRID[k]
     lo, hi = next(((lo, hi) for rows, lo, hi in h["bands"] if num_rows <= rows), (0.0, 0.0))
-    if n >= h["min_n"] and lo * 2**b <= num_draws < hi * 2**b:
-        return 1
-    if use_alias(n, num_draws, platform, num_rows):
-        return 0
-    deep = next((d[1:] for d in h.get("deep", ()) if num_rows <= d[0]), None)
-    if deep is None or n < deep[0] or num_draws < deep[1]:
-        return 0
     from ._descent import level_counts  # at call time: _descent imports this module
 
     counts = level_counts(n)
-    for j in range(2, len(counts) - 1):
-        if num_draws >= deep[2] * 2 ** _alias.log2_columns(counts[j]):
-            return j
-    return 0
+    deep = next((d[1:] for d in h.get("deep", ()) if num_rows <= d[0]), None)
+
+    def deeper() -> int:  # the deep rule's depth, 0 where it does not apply
+        if deep is None or n < deep[0] or num_draws < deep[1]:
+            return 0
+        for j in range(2, len(counts) - 1):
+            if num_draws >= deep[2] * 2 ** _alias.log2_columns(counts[j]):
+                return j
+        return 0
+
+    if n >= h["min_n"] and lo * 2**b <= num_draws < hi * 2**b:
+        few = num_draws < h.get("band_deeper_below", 0.0) * 2 ** _alias.log2_columns(counts[1])
+        return (num_rows <= 1 and few and deeper()) or 1
+    if use_alias(n, num_draws, platform, num_rows):
+        return 0
+    return deeper()
 
 
 # ----------------------------------------------------------------------------- tabulated noisy max

@@ -234,6 +234,22 @@ def forced_depth(depth: int) -> Iterator[None]:
         jax.clear_caches()
 
 
+def _depth_calls(x: jax.Array, s: int, depths: range) -> dict[int, Callable[[], Any]]:
+    """``exponential(method="inverse_cdf")`` drawing ``s`` times from each row of
+    ``x`` (``(b, n)``), compiled once per hybrid depth forced (0: the descent)."""
+
+    def fn(k, x):
+        return jaxdp.exponential(
+            k, x, epsilon=1.0, sensitivity=1.0, shape=(s, x.shape[0]), method="inverse_cdf"
+        )
+
+    calls = {}
+    for j in depths:
+        with forced_depth(j):
+            calls[j] = _call(fn, jax.random.key(0), x)
+    return calls
+
+
 def depth_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
     """Every depth of the hybrid below the top level, each timed against the descent."""
     rows = []
@@ -241,16 +257,7 @@ def depth_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
         x = _scores(b, n)
         depths = range(len(_descent.level_counts(n)) - 1)
         for s in draws:
-
-            def fn(k, x, s=s, b=b):
-                return jaxdp.exponential(
-                    k, x, epsilon=1.0, sensitivity=1.0, shape=(s, b), method="inverse_cdf"
-                )
-
-            calls = {}
-            for j in depths:
-                with forced_depth(j):
-                    calls[j] = _call(fn, jax.random.key(0), x)
+            calls = _depth_calls(x, s, depths)
             pairs = {j: _pair(calls[j], calls[0], repeats) for j in depths if j}
             times = {0: statistics.median([p["b_s"] for p in pairs.values()])}
             times.update({j: p["a_s"] for j, p in pairs.items()})
@@ -282,16 +289,7 @@ def band_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
         depths = range(1, len(_descent.level_counts(n)) - 1)
         per_column = 2 ** _alias.log2_columns(_descent.level_counts(n)[1])
         for s in draws:
-
-            def fn(k, x, s=s, b=b):
-                return jaxdp.exponential(
-                    k, x, epsilon=1.0, sensitivity=1.0, shape=(s, b), method="inverse_cdf"
-                )
-
-            calls = {}
-            for j in depths:
-                with forced_depth(j):
-                    calls[j] = _call(fn, jax.random.key(0), x)
+            calls = _depth_calls(x, s, depths)
             ratios = {}
             for j in depths:
                 if j > 1:

@@ -63,19 +63,25 @@ def threefry2x32(k1: Array, k2: Array, x1: Array, x2: Array) -> tuple[Array, Arr
 _UINT = {8: jnp.uint8, 16: jnp.uint16, 32: jnp.uint32, 64: jnp.uint64}
 
 
-def _fused_threefry_bits(key: Array, bit_width: int, shape: tuple[int, ...]) -> Array:
-    """``jax.random.bits`` of a threefry key, bit for bit, as one fusable expression.
-
-    Reproduces JAX's partitionable threefry stream: element ``i`` (row-major)
-    hashes the 64-bit counter ``i`` as ``(hi, lo)`` words. Falls back to JAX's
-    own implementation when that stream is not the active one or when the
-    counter does not fit in 32 bits.
-    """
+def _counter_hash(key: Array, shape: tuple[int, ...]) -> tuple[Array, Array] | None:
+    """JAX's partitionable threefry stream, unrolled: element ``i`` (row-major) of
+    ``shape`` hashes the 64-bit counter ``i`` as ``(hi, lo)`` words, giving two
+    words. None when that stream is not the active one or when the counter does
+    not fit in 32 bits (the callers then use JAX's own implementation)."""
     size = math.prod(shape)
     if not jax.config.jax_threefry_partitionable or size >= 2**32:
-        return threefry_prng_impl.random_bits(key, bit_width, shape)
+        return None
     lo = jax.lax.broadcasted_iota(jnp.uint32, (size,), 0).reshape(shape)
-    b1, b2 = threefry2x32(key[0], key[1], jnp.zeros_like(lo), lo)
+    return threefry2x32(key[0], key[1], jnp.zeros_like(lo), lo)
+
+
+def _fused_threefry_bits(key: Array, bit_width: int, shape: tuple[int, ...]) -> Array:
+    """``jax.random.bits`` of a threefry key, bit for bit, as one fusable expression
+    (:func:`_counter_hash`; JAX's own implementation where that gives None)."""
+    words = _counter_hash(key, shape)
+    if words is None:
+        return threefry_prng_impl.random_bits(key, bit_width, shape)
+    b1, b2 = words
     if bit_width == 64:
         return (b1.astype(jnp.uint64) << np.uint64(32)) | b2.astype(jnp.uint64)
     out = b1 ^ b2
@@ -85,17 +91,16 @@ def _fused_threefry_bits(key: Array, bit_width: int, shape: tuple[int, ...]) -> 
 def _fused_threefry_split(key: Array, shape: tuple[int, ...]) -> Array:
     """``jax.random.split`` of a threefry key, bit for bit, unrolled.
 
-    JAX's partitionable split hashes the 64-bit counter ``i`` of each new key as
-    ``(hi, lo)`` words, as :func:`_fused_threefry_bits` does for bits; its own
+    JAX's partitionable split hashes the counter of each new key as
+    :func:`_fused_threefry_bits` does for bits (:func:`_counter_hash`); its own
     lowering on CPU is a rolled loop, one per split, which under ``vmap`` (a batch
-    of keys) costs more than the draws it feeds. Falls back to JAX's own
-    implementation when that stream is not the active one.
+    of keys) costs more than the draws it feeds. JAX's own implementation where
+    :func:`_counter_hash` gives None.
     """
-    size = math.prod(shape)
-    if not jax.config.jax_threefry_partitionable or size >= 2**32:
+    words = _counter_hash(key, shape)
+    if words is None:
         return threefry_prng_impl.split(key, shape)
-    lo = jax.lax.broadcasted_iota(jnp.uint32, (size,), 0).reshape(shape)
-    b1, b2 = threefry2x32(key[0], key[1], jnp.zeros_like(lo), lo)
+    b1, b2 = words
     # Materialised once: fused into each reader, XLA:CPU would hash the new keys
     # again for every draw that reads them.
     return jax.lax.optimization_barrier(jnp.stack([b1, b2], axis=-1))

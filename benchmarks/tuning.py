@@ -17,14 +17,15 @@ calling anything else than the public samplers. Rows:
 * ``band_b1_n<n>_s<S>``: one row in the hybrid's first band, each deeper depth
   timed against depth 1, with the draws per column of the depth-1 table: where
   depth 2 beats it (``HYBRID["band_deeper_below"]``).
-* ``race_chunk_<c>_b<B>_n<n>_s<S>``: Laplace ``report_noisy_max`` (always the race) with
+* ``race_chunk_<c>_b<B>_n<n>_s<S>``: Laplace ``report_noisy_max`` (forced to the race) with
   ``RACE_CHUNK`` = ``c`` against the current value (``RACE_CHUNK``).
 * ``table_chunk_<c>_n<n>``: the permute-and-flip table with ``TABLE_CHUNK`` =
   ``c`` against the current value (``TABLE_CHUNK``).
 * ``race_variate_ns``, ``table_cost``, ``descent_draw_cost``, ``alias_draw_cost``,
-  ``hybrid_draw_cost``: the cost model of the tabulated noisy max, in units of
-  one race variate (``TABLE_COST``, ``KERNEL_DRAW_COST``, ``ALIAS_DRAW_COST``,
-  ``HYBRID_DRAW_COST``).
+  ``hybrid_draw_cost``, ``conditioned_variate_cost``: the cost model of the
+  tabulated noisy max, in units of one race variate (``TABLE_COST``,
+  ``KERNEL_DRAW_COST``, ``ALIAS_DRAW_COST``, ``HYBRID_DRAW_COST``, and twice
+  ``LAPLACE_BELOW_COST``: a variate of the Laplace table's conditioned race).
 
 Writes ``tuning_<quick|full>.json`` under ``./jaxdp-results/<machine>/`` (or
 ``--out``; ``--update-committed``: ``benchmarks/results/<machine>/``).
@@ -324,11 +325,14 @@ def race_chunk_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
                 k, x, epsilon=1.0, sensitivity=1.0, noise="laplace", shape=(s, b)
             )
 
-        base = _call(fn, jax.random.key(0), x)
+        with override(_tuning.TABLE_MAX_CANDIDATES, 0):  # the race, never the table
+            base = _call(fn, jax.random.key(0), x)
+            others = {}
+            for c in grid["chunks"]:
+                with override(_tuning.RACE_CHUNK, c):
+                    others[c] = _call(fn, jax.random.key(0), x)
         for c in grid["chunks"]:
-            with override(_tuning.RACE_CHUNK, c):
-                other = _call(fn, jax.random.key(0), x)
-            r = _pair(other, base, repeats)
+            r = _pair(others[c], base, repeats)
             name = f"race_chunk_{c}_b{b}_n{n}_s{s}"
             rows.append(
                 {"name": name, "constant": "RACE_CHUNK", "chunk": c, "current": current,
@@ -412,6 +416,13 @@ def cost_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
         rows.append(
             {"name": f"{how}_draw_cost", "constant": constant, "value": per_draw / variate, "n": n}
         )
+    # Every draw below the top score: the conditioned race's cost per variate.
+    acc = jax.jit(_tabulated.acceptance)(x[None], jnp.max(x)[None], jnp.float32(0.5))
+    below = jnp.full((s, 1), n, jnp.int32)
+    t_below = min(time_interleaved(_call(_tabulated._below_top, key, acc, below), lambda: None,
+                                   repeats=repeats, budget_s=4.0)[0])  # fmt: skip
+    rows.append({"name": "conditioned_variate_cost", "constant": "2 LAPLACE_BELOW_COST",
+                 "value": t_below / (s * n) / variate, "n": n})  # fmt: skip
     for r in rows:
         print(f"| {r['name']} | {r['constant']} | {r['value']:.3g} |", flush=True)
     return rows

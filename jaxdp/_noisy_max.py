@@ -53,17 +53,22 @@ def report_noisy_max(
     impossible unless its probability is below 3e-20. Derivation: SECURITY.md,
     "Finite precision: noise-based paths".
 
-    **Many draws per row.** With Gumbel or exponential noise, when the static
-    sizes make it cheaper (many draws of one row, e.g. ``n = 10**3`` and
-    ``shape=(10**6,)``), the law is computed once per row and drawn by the
-    categorical kernel instead of ``n`` variates per draw: Gumbel noise through
-    the exponential mechanism's weights, exponential noise through the exact
-    permute-and-flip law (Gauss-Legendre quadrature of its polynomial, in
-    double-float). Same law; the finite-precision guarantee is then the
-    categorical kernel's: ε' = ε + 6.0e-6 (Gumbel), ε + 6.4e-6 (exponential) and
-    δ' = 2.6e-11 for n ≤ 4096 (``jaxdp._tabulated.guarantee``); derivation:
-    SECURITY.md, "Finite precision: tabulated noisy max". Laplace noise always
-    draws per variate.
+    **Many draws per row.** When the static sizes make it cheaper (many draws of
+    one row, e.g. ``n = 10**3`` and ``shape=(10**6,)``, for n ≤ 4096), the law is
+    computed once per row and drawn by the categorical kernel instead of ``n``
+    variates per draw: Gumbel noise through the exponential mechanism's weights,
+    exponential noise through the exact permute-and-flip law (Gauss-Legendre
+    quadrature of its polynomial, in double-float). Laplace noise through the
+    exact law of the event "the noisy maximum is above the top score" (the same
+    polynomial at half the acceptance probabilities), its complement (probability
+    ``prod_j (1 - e^{-ε (s* - s_j) / (2Δ)} / 2)``, at most 1/2) finished by the
+    race conditioned on it, drawn exactly by inverse CDFs. Same law; the
+    finite-precision guarantee is then: ε' = ε + 6.0e-6 (Gumbel), ε + 6.4e-6
+    (exponential), ε + 9.5e-6 (Laplace) and δ' ≤ 3.4e-11 at ε = 1 for n ≤ 4096
+    (``jaxdp._tabulated.guarantee``); derivation: SECURITY.md, "Finite precision:
+    tabulated noisy max". With Laplace noise the running time of such a call
+    depends on the scores, through that probability (SECURITY.md, "Timing and side
+    channels").
 
     Args:
       key: a PRNG key (typed or legacy); one key per call.

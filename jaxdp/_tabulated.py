@@ -19,9 +19,28 @@ noisy argmax can be computed once per row and sampled by
 
   a polynomial of degree ``n - 1`` in ``t``, so Gauss-Legendre quadrature with
   ``m = ceil(n / 2)`` nodes integrates it exactly (:func:`flip_table`).
-* **Laplace noise** is not tabulated: its law is an integral of products of
-  piecewise-exponential CDFs with ``n`` breakpoints, which no fixed quadrature
-  integrates exactly; it keeps the per-draw race.
+* **Laplace noise** (``report_noisy_max(noise="laplace")``): its law is an
+  integral of products of piecewise-exponential CDFs with ``n`` breakpoints,
+  which no fixed quadrature integrates exactly. Split it at the row's top score
+  ``s_1`` instead. With ``a_j = exp(-c (s_1 - s_j))`` and ``t = exp(-c (y - s_1))``,
+  every candidate is on its upper branch above ``s_1``, so
+
+  .. math::
+
+      P(i \\text{ wins}, \\max \\ge s_1) = \\frac{a_i}{2} \\int_0^1
+      \\prod_{j \\ne i} \\Bigl(1 - \\frac{a_j}{2} t\\Bigr) dt ,
+      \\qquad P(\\max < s_1) = \\prod_j \\Bigl(1 - \\frac{a_j}{2}\\Bigr),
+
+  permute-and-flip's polynomial at ``p = a / 2`` (:func:`laplace_table`: ``n + 1``
+  weights, the last one the event ``max < s_1``). A draw of that last outcome is
+  finished by the race *conditioned* on every noisy score being below ``s_1``
+  (:func:`conditional_race`): the conditioning event is a product of independent
+  events, so the conditioned noise values are independent and each is drawn
+  exactly by its own inverse CDF. ``P(max < s_1) <= 1/2`` always (the top
+  candidate alone is above ``s_1`` with probability 1/2) and is far smaller
+  when several scores lie within a few noise scales of the top (``8.5e-6`` on the
+  benchmark's row), so a draw costs the kernel's draw plus, on average,
+  ``P(max < s_1) n`` conditioned variates instead of ``n`` variates.
 
 How the table is computed (the error analysis is in ``SECURITY.md``,
 "Finite precision: tabulated noisy max"):
@@ -47,9 +66,11 @@ How the table is computed (the error analysis is in ``SECURITY.md``,
   what they carry is below ``2**-64 n sum_k w_k / v_k`` relative.
 
 Cost per row: ``m n`` double-float factors (a few dozen flops each), then
-the kernel's per-draw cost. :func:`use_table` picks this path when its cost
-model (:func:`jaxdp._tuning.use_table`) says it is the cheaper, and only for
-``n <= 4096`` (:data:`jaxdp._tuning.TABLE_MAX_CANDIDATES`).
+the kernel's per-draw cost (Laplace: plus the conditioned race of the draws
+below ``s_1``, compacted and run in chunks of :data:`jaxdp._tuning.RACE_CHUNK`
+variates). :func:`use_table` picks this path when its cost model
+(:func:`jaxdp._tuning.use_table`) says it is the cheaper, and only for ``n <=
+4096`` (:data:`jaxdp._tuning.TABLE_MAX_CANDIDATES`).
 """
 
 from __future__ import annotations
@@ -63,6 +84,7 @@ import numpy as np
 
 from . import _descent, _tuning
 from ._logits import Logits
+from ._random import _unit64, bits64
 from ._rows import flatten_batch, flatten_rows, split_shape
 from ._threefry import fast_key
 from ._twofloat import split, two_sum
@@ -73,6 +95,10 @@ LOGIT_FLOOR = 80.0
 
 #: Nodes whose product ``G_k`` is below this are dropped (no subnormal intermediates).
 PRODUCT_FLOOR = 2.0**-64
+
+#: Draws per block when the Laplace draws below the top score are located
+#: (:func:`_below_top`): a count per block, then a search within one block per draw.
+COMPACT_BLOCK = 64
 
 
 # ----------------------------------------------------------------------------- nodes
@@ -286,16 +312,120 @@ def _flip_integrals(p: Array, per: int) -> tuple[Array, Array]:
 # ----------------------------------------------------------------------------- dispatch
 
 
+def laplace_table(p: Array) -> Array:
+    """Weights ``(R, n + 1)`` for report-noisy-max with Laplace noise, from the
+    acceptance probabilities ``p = a`` (:func:`acceptance`): entry ``i < n``
+    proportional to ``P(i wins, max >= s_1)``, entry ``n`` to ``P(max < s_1)``,
+    all on :func:`flip_table`'s scale (each relatively exact to about ``n u**2``
+    before its final rounding). ``P(max < s_1)`` below :data:`PRODUCT_FLOOR` is
+    set to 0 (counted in δ', SECURITY.md)."""
+    n = p.shape[-1]
+    half = p * p.dtype.type(0.5)  # exact: p >= e**-80 is far above the subnormals
+    upper = flip_table(half)
+    # P(max < s_1) = prod_j (1 - p_j / 2): the factors of flip_integrals at t = 1.
+    qh, ql = two_sum(jax.lax.optimization_barrier(jnp.ones_like(half)), -half)
+    gh, gl = _reduce(qh, ql, _mul, 1.0, 1)
+    below = gh + gl
+    scale = p.dtype.type(2.0 ** math.ceil(math.log2(max(n, 1))))
+    below = jnp.where(below >= p.dtype.type(PRODUCT_FLOOR), below, 0) * scale
+    return jnp.concatenate([upper, below[:, None]], axis=-1)
+
+
+def conditional_race(p: Array, hi: Array, lo: Array) -> Array:
+    """The winner of report-noisy-max with Laplace noise *given* that every noisy
+    score is below the top score ``s_1``, for acceptance probabilities ``p``
+    ``(..., n)`` (``a_j = exp(-c (s_1 - s_j))``, 0 for ``-inf``) and 64 random bits
+    ``(hi, lo)`` per candidate: int32 ``(...)``.
+
+    In the race's units (``Q_j = X_j / a_j``, ``X = exp(-c L)``; the winner is the
+    smallest ``Q``), the event is ``Q_j > 1`` for every ``j``, independently, and
+    ``Q_j - 1`` given it has the CDF ``H_j(x) = a x / (2 - a)`` for ``x <= 1/a - 1``,
+    ``1 - 1 / ((1 + x) a (2 - a))`` beyond: concave, ``H_j(0) = 0``. Its inverse at
+    the 64-bit uniform ``V`` (and ``1 - V``, from the complemented bits: no
+    cancellation) is, with ``a`` for ``a_j``,
+
+        x = V (2 - a) / a                                 if V (2 - a) <= 1 - a,
+        x = ((1 - a)**2 / (a (2 - a)) + V) / (1 - V)      otherwise,
+
+    sums and products of non-negative terms only, so ``x`` is within ``11u``
+    (relative) of the exact inverse at the grid value; the branches meet with equal
+    slopes at the boundary. The winner is the first index of the smallest ``x``.
+    """
+    f = p.dtype.type
+    v = _unit64(hi, lo, 32, p.dtype)
+    v_c = _unit64(~hi, ~lo, 32, p.dtype)  # 1 - V on the same grid
+    one_minus = f(1) - p  # exact for p >= 1/2 (Sterbenz)
+    two_minus = f(2) - p
+    safe = jnp.where(p > 0, p, f(1))
+    near = v * (two_minus / safe)
+    far = (one_minus * one_minus / (safe * two_minus) + v) / v_c
+    x = jnp.where(v * two_minus <= one_minus, near, far)
+    x = jnp.where(p > 0, x, f(jnp.inf))
+    n = p.shape[-1]
+    best = jnp.min(x, axis=-1, keepdims=True)
+    iota = jax.lax.broadcasted_iota(jnp.int32, x.shape, x.ndim - 1)
+    return jnp.minimum(jnp.min(jnp.where(x == best, iota, n), axis=-1), n - 1)
+
+
+def _below_top(key: PRNGKey, p: Array, idx: Array) -> Array:
+    """Replace every draw ``idx == n`` (the event ``max < s_1``) of ``idx``
+    ``(num_lead, R)`` by :func:`conditional_race` on its row of ``p`` ``(R, n)``.
+
+    Those draws are found by their ranks (counts per block of
+    :data:`COMPACT_BLOCK` draws, then a search within the block of each rank) and
+    raced in chunks of about :data:`jaxdp._tuning.RACE_CHUNK` variates, as many
+    chunks as there are such draws (a ``while`` loop: data-dependent work, see
+    SECURITY.md, "Timing and side channels"). Chunk ``k`` takes its bits from
+    ``fold_in(key, k)``.
+    """
+    num_rows, n = p.shape
+    shape = idx.shape
+    flat = idx.reshape(-1)
+    size = flat.shape[0]
+    blocks = -(-size // COMPACT_BLOCK)
+
+    def plan(kind: str) -> int:
+        return max(1, min(size, _tuning.race_chunk(kind) // n))
+
+    def build(chunk: int):
+        def run(key: PRNGKey, p: Array, flat: Array) -> Array:
+            below = jnp.pad(flat == n, (0, blocks * COMPACT_BLOCK - size))
+            below = below.reshape(blocks, COMPACT_BLOCK)
+            counts = jnp.sum(below, axis=1, dtype=jnp.int32)
+            ends = jnp.cumsum(counts)  # draws below s_1 up to each block's end
+            total = ends[-1]
+
+            def body(k, out):
+                rank = k * chunk + jax.lax.iota(jnp.int32, chunk)
+                block = jnp.searchsorted(ends, rank, side="right").astype(jnp.int32)
+                block = jnp.minimum(block, blocks - 1)
+                within = rank - (ends[block] - counts[block])
+                seen = jnp.cumsum(below[block], axis=1, dtype=jnp.int32)
+                at = jnp.argmax(seen > within[:, None], axis=1).astype(jnp.int32)
+                pos = jnp.where(rank < total, block * COMPACT_BLOCK + at, size)
+                rows = jnp.where(rank < total, pos % num_rows, 0)
+                hi, lo = bits64(jax.random.fold_in(key, k), (chunk, n))
+                winners = conditional_race(p[rows], hi, lo)
+                return out.at[pos].set(winners.astype(out.dtype), mode="drop")
+
+            steps = (total + (chunk - 1)) // chunk
+            return jax.lax.fori_loop(0, steps, body, flat)
+
+        return run
+
+    return _tuning.staged(plan, build, key, p, flat).reshape(shape)
+
+
 def use_table(noise: str, draws_per_row: int, n: int) -> bool:
     """Whether :func:`draw` (tabulate, then the categorical kernel) is used for these
-    static sizes: :func:`jaxdp._tuning.use_table` (a cost model; Laplace noise never)."""
+    static sizes: :func:`jaxdp._tuning.use_table` (a cost model)."""
     return _tuning.use_table(noise, draws_per_row, n)
 
 
 def draw(key: PRNGKey, logits: Logits, shape: tuple[int, ...], noise: str) -> tuple[Array, Array]:
-    """Draws of ``shape`` from the noisy-max law of ``noise`` (``"gumbel"`` or
-    ``"exponential"``) on ``logits``, tabulated per row: ``(int32 shape, ok)``,
-    ``ok`` of the tail batch's shape.
+    """Draws of ``shape`` from the noisy-max law of ``noise`` (``"gumbel"``,
+    ``"exponential"`` or ``"laplace"``) on ``logits``, tabulated per row: ``(int32
+    shape, ok)``, ``ok`` of the tail batch's shape.
 
     The scale of ``logits`` is the unrounded ``epsilon / (2 sensitivity)`` (or
     ``/ sensitivity``), clamped; it is rounded down here.
@@ -318,6 +448,13 @@ def draw(key: PRNGKey, logits: Logits, shape: tuple[int, ...], noise: str) -> tu
         w = _descent.weights(rows, safe_max, _descent.scale_down(c))
     elif noise == "exponential":
         w = flip_table(acceptance(rows, safe_max, c))
+    elif noise == "laplace":
+        p = acceptance(rows, safe_max, c)
+        key, rest_key = jax.random.split(key)
+        idx, ok = _descent.sample(fast_key(key), laplace_table(p), num_lead)
+        idx = _below_top(rest_key, p, idx)
+        ok = ok.reshape(num_rows) & jnp.isfinite(row_max)
+        return idx.astype(jnp.int32).reshape(shape), ok.reshape(tail)
     else:
         raise ValueError(f"no tabulated law for noise={noise!r}")
     idx, ok = _descent.sample(fast_key(key), w, num_lead)
@@ -340,15 +477,31 @@ def table_error(n: int, dtype=np.float32) -> float:
     return n * node + weight + arithmetic + underflow
 
 
+#: Relative error of :func:`conditional_race`'s variable against the exact inverse
+#: CDF at its 64-bit grid value, in units of ``u``: the uniform (3u), two
+#: subtractions, three products or quotients and a sum of non-negative terms.
+CONDITIONED_ERROR_U = 11
+
+
 def guarantee(n: int, epsilon: float, noise: str = "exponential", dtype=np.float32):
     """(ε', δ') of one tabulated draw for rows of ``n`` (SECURITY.md).
 
     Gumbel: the categorical kernel's :func:`jaxdp._descent.guarantee`. Exponential
     (permute-and-flip): that plus ``4 (table_error + 2u)`` on ε (the table's error
-    and its two final roundings), the same δ'.
+    and its two final roundings), the same δ'. Laplace: the kernel's over ``n + 1``
+    outcomes, the same table term, plus ``4 CONDITIONED_ERROR_U u`` on ε (the
+    conditioned race, whose law is within ``exp(+-2 CONDITIONED_ERROR_U u)`` of the
+    exact conditional law up to ``(n + 1) 2**-65`` per outcome), and on δ' the
+    conditioned race's ``n (n + 1) (1 + e**ε') 2**-65`` and the ``(1 + e**ε')
+    2**-64`` of a ``P(max < s_1)`` set to 0 below :data:`PRODUCT_FLOOR`.
     """
-    eps, delta = _descent.guarantee(n, epsilon, dtype, recomputed=False)
+    laplace = noise == "laplace"
+    eps, delta = _descent.guarantee(n + laplace, epsilon, dtype, recomputed=False)
     if noise == "gumbel":
         return eps, delta
     u = float(np.finfo(dtype).eps) / 2
-    return eps + 4 * (table_error(n, dtype) + 2 * u), delta
+    eps = eps + 4 * (table_error(n, dtype) + 2 * u)
+    if laplace:
+        eps += 4 * CONDITIONED_ERROR_U * u
+        delta += (n * (n + 1) * 2.0**-65 + PRODUCT_FLOOR) * (1 + math.exp(eps))
+    return eps, delta

@@ -302,7 +302,7 @@ def hybrid_depth(n: int, num_draws: int, platform: str | None = None, num_rows: 
 
 # ----------------------------------------------------------------------------- tabulated noisy max
 
-#: Largest row tabulated for exponential noise: the table costs ``n**2 / 2``
+#: Largest row tabulated for exponential and Laplace noise: the table costs ``n**2 / 2``
 #: double-float factors per row, which no draw count repays beyond this on CPU.
 #: ``SECURITY.md`` ("tabulated noisy max") and the noisy-max docstrings quote the
 #: guarantee for rows up to this size. GPU: the CPU value.
@@ -340,6 +340,16 @@ ALIAS_DRAW_COST = {"cpu": 2.0, "gpu": 2.0}
 #: table tabulates). GPU: the CPU value (unmeasured).
 HYBRID_DRAW_COST = {"cpu": 15.0, "gpu": 15.0}
 
+#: Laplace noise on the table path: the draws below the row's top score
+#: (probability at most 1/2, whatever the scores) finish with a conditioned race
+#: (:func:`jaxdp._tabulated.conditional_race`). Priced at that worst case, per
+#: draw and candidate, in race variates: 1/2 times the conditioned variate's
+#: cost, so that a row with an isolated top is priced as it runs. CPU: ``python
+#: -m benchmarks tuning --only costs`` (row ``conditioned_variate_cost``: 1.03
+#: race variates, compaction included), rounded up to 1.2, so 0.6. GPU: the CPU
+#: value (unmeasured).
+LAPLACE_BELOW_COST = {"cpu": 0.6, "gpu": 0.6}
+
 _DRAW_COST = {"descent": KERNEL_DRAW_COST, "alias": ALIAS_DRAW_COST, "hybrid": HYBRID_DRAW_COST}
 
 
@@ -347,9 +357,10 @@ def use_table(noise: str, draws_per_row: int, n: int, platform: str | None = Non
     """Whether the noisy max of ``noise`` is drawn by tabulating its law once per row
     (:func:`jaxdp._tabulated.draw`) rather than by the race, for these static sizes:
     when the cost model says the table is cheaper. The race costs ``n`` variates a
-    draw; the table ``TABLE_COST n**2`` a row for exponential noise (``4 n`` for
-    Gumbel noise, the weights) plus a kernel draw per draw. Laplace noise has no
-    table. Both paths are sound; each docstring states both guarantees."""
+    draw; the table ``TABLE_COST n**2`` a row for exponential and Laplace noise
+    (``4 n`` for Gumbel noise, the weights) plus a kernel draw per draw, and for
+    Laplace noise :data:`LAPLACE_BELOW_COST` ``n`` per draw. Both paths are sound;
+    each docstring states both guarantees."""
     k = kind(platform)
     race = draws_per_row * n
     # Priced with the CPU's layout on every kind, so that this rule gives the same
@@ -359,10 +370,12 @@ def use_table(noise: str, draws_per_row: int, n: int, platform: str | None = Non
     per_draw = _DRAW_COST[how][k] * max(1, hybrid_depth(n, draws_per_row, "cpu"))
     if noise == "gumbel":
         return draws_per_row > 1 and race >= per_draw * draws_per_row + 4 * n
-    if noise == "exponential":
-        table = TABLE_COST[k] * n * n + per_draw * draws_per_row
-        return n <= TABLE_MAX_CANDIDATES[k] and draws_per_row > 1 and race >= table
-    return False
+    table = TABLE_COST[k] * n * n + per_draw * draws_per_row
+    if noise == "laplace":  # plus the conditioned race, priced at its worst case
+        table += LAPLACE_BELOW_COST[k] * draws_per_row * n
+    elif noise != "exponential":
+        return False
+    return n <= TABLE_MAX_CANDIDATES[k] and draws_per_row > 1 and race >= table
 
 
 # ----------------------------------------------------------------------------- exponential "auto"

@@ -148,6 +148,13 @@ PATHS = {
         driver="batched",
         stated=_tabulated.guarantee(N_BIG, EPS, "exponential"),
     ),
+    "report_noisy_max_laplace_table": Path(  # the leader alone: half the draws conditioned
+        mechanism=functools.partial(jaxdp.report_noisy_max, noise="laplace", **KW),
+        x=R,
+        x_neighbour=R_NEIGHBOUR,
+        driver="batched",
+        stated=_tabulated.guarantee(N_RACE, EPS, "laplace"),
+    ),
     "report_noisy_max_laplace_race": Path(
         mechanism=functools.partial(jaxdp.report_noisy_max, noise="laplace", **KW),
         x=R,

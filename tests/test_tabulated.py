@@ -1,17 +1,27 @@
 """Noisy max tabulated once per row (jaxdp._tabulated): the quadrature's nodes, the
-permute-and-flip table against exact laws in high precision, the draws' laws, the
-dispatch between the table and the race, and the finite-precision guarantee."""
+permute-and-flip and Laplace tables against exact laws in high precision, the
+conditioned race, the draws' laws, the dispatch between the table and the race,
+and the finite-precision guarantee."""
+
+import math
 
 import jax
 import jax.numpy as jnp
 import mpmath
 import numpy as np
 import pytest
+import scipy.integrate
 import scipy.stats
-from laws import assert_matches_law, exponential_law, permute_and_flip_law
+from laws import (
+    assert_matches_law,
+    exponential_law,
+    laplace_noisy_max_law,
+    permute_and_flip_law,
+)
 
 import jaxdp
 from jaxdp import _logits, _noisy_max, _tabulated, _tuning
+from jaxdp._random import bits64
 
 U = 2.0**-24
 
@@ -60,6 +70,48 @@ def exact_grouped_law(levels, counts, c, dps=40):
     total = mpmath.fsum(law)
     assert abs(total - 1) < mpmath.mpf(10) ** -20, total
     return np.array([float(x / total) for x in law])
+
+
+def laplace_grouped_law(levels, counts, b):
+    """Report-noisy-max with Laplace noise of scale ``b``, per group of equal scores
+    (``counts[g]`` outcomes at ``levels[g]``), float64 quadrature split at every level."""
+    levels = np.asarray(levels, np.float64)
+    dist = scipy.stats.laplace(scale=b)
+    lo, hi = levels.min() - 60 * b, levels.max() + 60 * b
+    law = []
+    for g, k in enumerate(counts):
+        power = np.array(counts, np.float64)
+        power[g] -= 1
+
+        def density(y, g=g, power=power):
+            return dist.pdf(y - levels[g]) * np.prod(dist.cdf(y - levels) ** power)
+
+        points = sorted(set(levels.tolist()))
+        law.append(k * scipy.integrate.quad(density, lo, hi, points=points, limit=800,
+                                            epsabs=1e-14)[0])  # fmt: skip
+    law = np.array(law)
+    assert abs(law.sum() - 1) < 1e-8, law.sum()
+    return law / law.sum()
+
+
+def conditional_law(scores, b):
+    """Report-noisy-max with Laplace noise given that every noisy score is below the
+    top score, float64 quadrature (finite scores only)."""
+    s = np.asarray(scores, np.float64)
+    dist = scipy.stats.laplace(scale=b)
+    top = s.max()
+    out = []
+    for i in range(len(s)):
+        others = np.delete(s, i)
+
+        def density(y, i=i, others=others):
+            return dist.pdf(y - s[i]) * np.prod(dist.cdf(y - others))
+
+        points = sorted(set(s.tolist()))
+        out.append(scipy.integrate.quad(density, top - 60 * b, top, points=points, limit=800,
+                                        epsabs=1e-15)[0])  # fmt: skip
+    out = np.array(out)
+    return out / out.sum()
 
 
 def _table_integrals(p):
@@ -246,12 +298,146 @@ def test_public_api_large_row_grouped_law():
     assert scipy.stats.chisquare(counts_seen, wrong * draws_per_row).pvalue < 1e-3
 
 
+# ----------------------------------------------------------------------------- Laplace
+
+
+@pytest.mark.parametrize("name", sorted(_adversarial_rows()))
+def test_laplace_table_relative_error_within_bound(name):
+    """laplace_table against mpmath: entry i is (p_i / 2) int_0^1 prod_j!=i (1 - p_j t / 2),
+    the last prod_j (1 - p_j / 2), on flip_table's scale, each within the stated error;
+    the two parts add up to the whole law."""
+    p = _adversarial_rows()[name]
+    n = len(p)
+    w = np.asarray(jax.jit(_tabulated.laplace_table)(jnp.asarray(p)[None]), np.float64)[0]
+    half = p.astype(np.float64) / 2
+    upper = half * exact_integrals(half)
+    mpmath.mp.dps = 60
+    below = mpmath.fprod([1 - mpmath.mpf(float(x)) for x in half])
+    assert abs(mpmath.fsum([mpmath.mpf(float(x)) for x in upper]) + below - 1) < 1e-14
+    below = float(below) if below >= _tabulated.PRODUCT_FLOOR else 0.0
+    exact = np.r_[upper, below] * 2.0 ** math.ceil(math.log2(n))
+    assert np.all(w[exact == 0] == 0)
+    rel = np.abs(w[exact > 0] / exact[exact > 0] - 1)
+    assert rel.max() <= _tabulated.table_error(n) + 2 * U, (rel.max(), np.argmax(rel))
+
+
+CONDITIONED_ROWS = [
+    ([0.0, -0.3, -1.0, -2.0], 1.0),
+    ([0.0, -4.0, -4.5, -5.0], 1.0),
+    ([0.0, -0.01, -8.0, -20.0, -np.inf, -0.5], 0.5),
+    ([0.0, 0.0, 0.0], 1.0),
+]
+
+
+@pytest.mark.parametrize("scores,b", CONDITIONED_ROWS)
+def test_conditional_race_law(scores, b):
+    """conditional_race against the exact law of the winner given that every noisy score
+    is below the top score (float64 quadrature), 10**6 draws in one call; a sampler with
+    a scale 15 % off, and the unconditioned law, fail the same check."""
+    s = np.asarray(scores, np.float64)
+    finite = np.isfinite(s)
+    draws = 10**6
+    hi, lo = bits64(jax.random.key(11), (draws, len(s)))
+    race = jax.jit(_tabulated.conditional_race)
+
+    def run(scale):
+        a = np.where(finite, np.exp(-(s.max() - s) / scale), 0).astype(np.float32)
+        return np.asarray(race(jnp.broadcast_to(jnp.asarray(a), (draws, len(s))), hi, lo))
+
+    law = np.zeros(len(s))
+    law[finite] = conditional_law(s[finite], b)
+    assert_matches_law(run(b), law)
+    if len(set(s[finite])) > 1:
+        with pytest.raises(AssertionError):
+            assert_matches_law(run(1.15 * b), law)
+        full = np.zeros(len(s))
+        full[finite] = laplace_noisy_max_law(s[finite], 1.0, b / 2)
+        with pytest.raises(AssertionError):
+            assert_matches_law(run(b), full)
+
+
+@pytest.mark.parametrize("monotonic", [False, True])
+def test_table_draws_laplace_law(monotonic):
+    draws = _draw("laplace", SCORES, EPS, (10**6,), monotonic, key=5)
+    assert_matches_law(draws, laplace_noisy_max_law(SCORES, EPS, DELTA, monotonic))
+    with pytest.raises(AssertionError):  # Laplace RNM is not permute-and-flip
+        assert_matches_law(draws, permute_and_flip_law(SCORES, EPS, DELTA, monotonic))
+    with pytest.raises(AssertionError):
+        assert_matches_law(draws, laplace_noisy_max_law(SCORES, 0.95 * EPS, DELTA, monotonic))
+
+
+def test_table_draws_laplace_batched_rows_neg_inf_and_ties():
+    rows = np.array([[0.0, -np.inf, 2.0, 2.0, 1.0], [5.0, 5.0, 5.0, 5.0, -np.inf]])
+    draws = _draw("laplace", rows, 2.0, (300_000, 2), key=7)
+    law0 = np.zeros(5)
+    finite = np.isfinite(rows[0])
+    law0[finite] = laplace_noisy_max_law(rows[0][finite], 2.0, DELTA)
+    assert_matches_law(draws[:, 0], law0)
+    assert_matches_law(draws[:, 1], np.array([1, 1, 1, 1, 0]) / 4)
+    with pytest.raises(AssertionError):
+        assert_matches_law(draws[:, 1], np.array([1.1, 1, 1, 1, 0]) / 4.1)
+
+
+def test_laplace_isolated_top_public_api(monkeypatch):
+    """A top score far above the rest: about half the draws end in the conditioned race.
+    The law holds through the public API, and a sampler that ends those draws at the
+    top candidate instead fails the same check."""
+    scores = np.array([3.0, 0.0, 0.5, 1.0, -np.inf, 1.0, -2.0, 0.25])
+    eps, draws = 2.0, 10**6
+    assert _tabulated.use_table("laplace", draws, len(scores))
+
+    def run():
+        return np.asarray(
+            jaxdp.report_noisy_max(
+                jax.random.key(6), scores, epsilon=eps, sensitivity=1.0, shape=(draws,)
+            )
+        )
+
+    law = np.zeros(len(scores))
+    finite = np.isfinite(scores)
+    law[finite] = laplace_noisy_max_law(scores[finite], eps, 1.0)
+    assert_matches_law(run(), law)
+    top = lambda p, hi, lo: jnp.argmax(p, axis=-1).astype(jnp.int32)  # noqa: E731
+    monkeypatch.setattr(_tabulated, "conditional_race", top)
+    jax.clear_caches()
+    with pytest.raises(AssertionError):
+        assert_matches_law(run(), law)
+    jax.clear_caches()
+
+
+@pytest.mark.parametrize(
+    "levels,counts,eps",
+    [
+        ([0.0, -0.5, -2.0, -6.0], [2, 10, 100, 888], 2.0),  # crowded top: P(max < s_1) ~ 1e-3
+        ([8.0, 0.0, -1.0], [1, 20, 979], 2.0),  # isolated top: P(max < s_1) ~ 1/2
+        ([0.0, -3.0, -3.2, -10.0], [1, 5, 90, 4000], 1.0),  # the largest tabulated row
+    ],
+)
+def test_laplace_large_rows_grouped_law(levels, counts, eps):
+    """report_noisy_max(noise="laplace") on W1-shaped calls (the table path) at n = 1000
+    and 4096, grouped: chi-square against the exact grouped law, and the check fails
+    at a 10 % smaller epsilon."""
+    n, draws_per_row = sum(counts), 400_000
+    assert _tabulated.use_table("laplace", draws_per_row, n)
+    scores = np.repeat(np.array(levels), counts)
+    perm = np.random.default_rng(1).permutation(n)
+    groups = np.repeat(np.arange(len(levels)), counts)[perm]
+    draws = jaxdp.report_noisy_max(
+        jax.random.key(8), scores[perm], epsilon=eps, sensitivity=1.0, shape=(draws_per_row,)
+    )
+    seen = np.bincount(groups[np.asarray(draws)], minlength=len(levels))
+    law = laplace_grouped_law(levels, counts, 2.0 / eps)
+    assert scipy.stats.chisquare(seen, law * draws_per_row).pvalue > 1e-3
+    wrong = laplace_grouped_law(levels, counts, 2.0 / (0.9 * eps))
+    assert scipy.stats.chisquare(seen, wrong * draws_per_row).pvalue < 1e-3
+
+
 # ----------------------------------------------------------------------------- dispatch
 
 
 def test_dispatch_takes_both_paths(monkeypatch):
-    """W1 shapes (many draws of a moderate row) take the table; one draw per row, Laplace
-    noise and rows beyond MAX_CANDIDATES take the race."""
+    """W1 shapes (many draws of a moderate row) take the table, for every noise; one draw
+    per row, few draws per row and rows beyond MAX_CANDIDATES take the race."""
     calls = []
     real = _tabulated.draw
 
@@ -265,13 +451,16 @@ def test_dispatch_takes_both_paths(monkeypatch):
     kw = dict(epsilon=1.0, sensitivity=1.0)
     jaxdp.permute_and_flip(jax.random.key(0), row, shape=(10**4,), **kw)
     jaxdp.report_noisy_max(jax.random.key(0), row, noise="gumbel", shape=(10**4,), **kw)
-    assert calls == ["exponential", "gumbel"]
-    jaxdp.permute_and_flip(jax.random.key(0), jnp.tile(row, (3, 1)), **kw)  # one draw per row
     jaxdp.report_noisy_max(jax.random.key(0), row, noise="laplace", shape=(10**4,), **kw)
+    assert calls == ["exponential", "gumbel", "laplace"]
+    jaxdp.permute_and_flip(jax.random.key(0), jnp.tile(row, (3, 1)), **kw)  # one draw per row
+    jaxdp.report_noisy_max(jax.random.key(0), row, noise="laplace", shape=(1000,), **kw)
     jaxdp.permute_and_flip(jax.random.key(0), jnp.zeros(5000), shape=(10**5,), **kw)
-    assert calls == ["exponential", "gumbel"]
+    assert calls == ["exponential", "gumbel", "laplace"]
     assert not _tabulated.use_table("exponential", 1, 1000)
-    assert not _tabulated.use_table("laplace", 10**8, 1000)
+    assert not _tabulated.use_table("laplace", 1000, 1000)
+    assert not _tabulated.use_table("laplace", 10**8, _tuning.TABLE_MAX_CANDIDATES["cpu"] + 1)
+    assert _tabulated.use_table("laplace", 10**6, 1000)
     assert not _tabulated.use_table("exponential", 10**8, _tuning.TABLE_MAX_CANDIDATES["cpu"] + 1)
     assert _tabulated.use_table("exponential", 10**6, 1000)
 
@@ -303,9 +492,11 @@ def test_small_rows_through_the_table(monkeypatch, noise):
 
 
 @pytest.mark.parametrize("n", [2, 1000, _tuning.TABLE_MAX_CANDIDATES["cpu"]])
-@pytest.mark.parametrize("noise", ["gumbel", "exponential"])
+@pytest.mark.parametrize("noise", ["gumbel", "exponential", "laplace"])
 def test_guarantee_meets_targets(n, noise):
     eps, delta = _tabulated.guarantee(n, 1.0, noise)
     assert 1.0 < eps <= 1.0 + 1e-5 and 0 < delta <= 1e-10
+    eps, delta = _tabulated.guarantee(n, 5.0, noise)
+    assert 5.0 < eps <= 5.0 + 1e-5 and 0 < delta <= 1e-10
     if noise == "exponential":
         assert _tabulated.table_error(n) < 1e-8

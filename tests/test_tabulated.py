@@ -405,6 +405,27 @@ def test_laplace_isolated_top_public_api(monkeypatch):
     jax.clear_caches()
 
 
+def test_laplace_table_under_vmap():
+    """jit(vmap) over an epsilon grid and over keys, on the table path (the conditioned
+    race's loop runs until the slowest member is done): each member keeps its law."""
+    scores = np.array([3.0, 0.0, 0.5, 1.0, 2.5, -1.0, 1.0, 0.25] * 4)
+    draws = 20_000
+    assert _tabulated.use_table("laplace", draws, len(scores))
+
+    def one(k, e):
+        return jaxdp.report_noisy_max(k, scores, epsilon=e, sensitivity=1.0, shape=(draws,))
+
+    eps = np.array([0.5, 1.0, 2.0, 4.0])
+    out = np.asarray(jax.jit(jax.vmap(one))(jax.random.split(jax.random.key(3), 4), eps))
+    for e, d in zip(eps, out, strict=True):
+        assert_matches_law(d, laplace_noisy_max_law(scores, e, 1.0))
+    with pytest.raises(AssertionError):  # the members are not mixed up
+        assert_matches_law(out[0], laplace_noisy_max_law(scores, eps[1], 1.0))
+    keys = jax.random.split(jax.random.key(4), 8)
+    out = np.asarray(jax.jit(jax.vmap(lambda k: one(k, 2.0)))(keys))
+    assert_matches_law(out.ravel(), laplace_noisy_max_law(scores, 2.0, 1.0))
+
+
 @pytest.mark.parametrize(
     "levels,counts,eps",
     [

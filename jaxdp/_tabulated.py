@@ -344,24 +344,41 @@ def conditional_race(p: Array, hi: Array, lo: Array) -> Array:
     the 64-bit uniform ``V`` (and ``1 - V``, from the complemented bits: no
     cancellation) is, with ``a`` for ``a_j``,
 
-        x = V (2 - a) / a                                 if V (2 - a) <= 1 - a,
+        x = V (2 - a) / a                                 if V <= (1 - a) / (2 - a),
         x = ((1 - a)**2 / (a (2 - a)) + V) / (1 - V)      otherwise,
 
     sums and products of non-negative terms only, so ``x`` is within ``11u``
     (relative) of the exact inverse at the grid value; the branches meet with equal
-    slopes at the boundary. The winner is the first index of the smallest ``x``.
+    value and slope at the boundary, so its rounding costs nothing at first order.
+    The per-candidate constants are computed once per row
+    (:func:`conditioned_constants`). The winner is the first index of the smallest
+    ``x``.
     """
+    return _conditioned_argmin(conditioned_constants(p), hi, lo)
+
+
+def conditioned_constants(p: Array) -> tuple[Array, Array, Array]:
+    """Per candidate, the constants of :func:`conditional_race`'s inverse CDF:
+    ``(2 - a) / a`` (the slope below the boundary), ``(1 - a)**2 / (a (2 - a))`` (the
+    offset above it) and the boundary ``(1 - a) / (2 - a)`` of ``V``; ``+inf`` slope
+    and offset for ``a = 0`` (never drawn)."""
     f = p.dtype.type
-    v = _unit64(hi, lo, 32, p.dtype)
-    v_c = _unit64(~hi, ~lo, 32, p.dtype)  # 1 - V on the same grid
     one_minus = f(1) - p  # exact for p >= 1/2 (Sterbenz)
     two_minus = f(2) - p
     safe = jnp.where(p > 0, p, f(1))
-    near = v * (two_minus / safe)
-    far = (one_minus * one_minus / (safe * two_minus) + v) / v_c
-    x = jnp.where(v * two_minus <= one_minus, near, far)
-    x = jnp.where(p > 0, x, f(jnp.inf))
-    n = p.shape[-1]
+    slope = jnp.where(p > 0, two_minus / safe, f(jnp.inf))
+    offset = jnp.where(p > 0, one_minus * one_minus / (safe * two_minus), f(jnp.inf))
+    return slope, offset, one_minus / two_minus
+
+
+def _conditioned_argmin(constants: tuple[Array, Array, Array], hi: Array, lo: Array) -> Array:
+    """:func:`conditional_race` from :func:`conditioned_constants` (broadcasting
+    against the bits ``(..., n)``)."""
+    slope, offset, bound = constants
+    v = _unit64(hi, lo, 32, slope.dtype)
+    v_c = _unit64(~hi, ~lo, 32, slope.dtype)  # 1 - V on the same grid
+    x = jnp.where(v <= bound, v * slope, (offset + v) / v_c)
+    n = x.shape[-1]
     best = jnp.min(x, axis=-1, keepdims=True)
     iota = jax.lax.broadcasted_iota(jnp.int32, x.shape, x.ndim - 1)
     return jnp.minimum(jnp.min(jnp.where(x == best, iota, n), axis=-1), n - 1)
@@ -389,6 +406,7 @@ def _below_top(key: PRNGKey, p: Array, idx: Array) -> Array:
 
     def build(chunk: int):
         def run(key: PRNGKey, p: Array, flat: Array) -> Array:
+            constants = conditioned_constants(p)  # (R, n) each, once per row
             below = jnp.pad(flat == n, (0, blocks * COMPACT_BLOCK - size))
             below = below.reshape(blocks, COMPACT_BLOCK)
             counts = jnp.sum(below, axis=1, dtype=jnp.int32)
@@ -403,9 +421,13 @@ def _below_top(key: PRNGKey, p: Array, idx: Array) -> Array:
                 seen = jnp.cumsum(below[block], axis=1, dtype=jnp.int32)
                 at = jnp.argmax(seen > within[:, None], axis=1).astype(jnp.int32)
                 pos = jnp.where(rank < total, block * COMPACT_BLOCK + at, size)
-                rows = jnp.where(rank < total, pos % num_rows, 0)
                 hi, lo = bits64(jax.random.fold_in(key, k), (chunk, n))
-                winners = conditional_race(p[rows], hi, lo)
+                if num_rows == 1:  # one row: broadcast its constants, no gather
+                    rows = constants
+                else:
+                    at_row = jnp.where(rank < total, pos % num_rows, 0)
+                    rows = tuple(c[at_row] for c in constants)
+                winners = _conditioned_argmin(rows, hi, lo)
                 return out.at[pos].set(winners.astype(out.dtype), mode="drop")
 
             steps = (total + (chunk - 1)) // chunk

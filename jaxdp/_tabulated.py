@@ -81,6 +81,7 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.custom_batching import custom_vmap
 
 from . import _descent, _tuning
 from ._logits import Logits
@@ -384,6 +385,22 @@ def _conditioned_argmin(constants: tuple[Array, Array, Array], hi: Array, lo: Ar
     return jnp.minimum(jnp.min(jnp.where(x == best, iota, n), axis=-1), n - 1)
 
 
+@custom_vmap
+def _batch_max(x: Array) -> Array:
+    """``x``; under ``vmap``, its maximum over the batch, unbatched (at every level
+    of nested ``vmap``s). For the trip count of a loop whose extra steps change
+    nothing: its predicate is then never batched, which ``checkify`` requires
+    (it refuses batched while loops; a batched predicate would run every member
+    as long as the longest anyway)."""
+    return x
+
+
+@_batch_max.def_vmap
+def _batch_max_rule(axis_size: int, in_batched: list[bool], x: Array) -> tuple[Array, bool]:
+    (batched,) = in_batched
+    return _batch_max(jnp.max(x, axis=0) if batched else x), False
+
+
 def _below_top(key: PRNGKey, p: Array, idx: Array) -> Array:
     """Replace every draw ``idx == n`` (the event ``max < s_1``) of ``idx``
     ``(num_lead, R)`` by :func:`conditional_race` on its row of ``p`` ``(R, n)``.
@@ -430,7 +447,8 @@ def _below_top(key: PRNGKey, p: Array, idx: Array) -> Array:
                 winners = _conditioned_argmin(rows, hi, lo)
                 return out.at[pos].set(winners.astype(out.dtype), mode="drop")
 
-            steps = (total + (chunk - 1)) // chunk
+            # Steps past the last such draw write nothing (their positions are `size`).
+            steps = _batch_max((total + (chunk - 1)) // chunk)
             return jax.lax.fori_loop(0, steps, body, flat)
 
         return run

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import scipy.integrate
 import scipy.stats
+from jax.experimental import checkify
 from laws import (
     assert_matches_law,
     exponential_law,
@@ -418,6 +419,26 @@ def test_laplace_table_under_vmap():
     keys = jax.random.split(jax.random.key(4), 8)
     out = np.asarray(jax.jit(jax.vmap(lambda k: one(k, 2.0)))(keys))
     assert_matches_law(out.ravel(), laplace_noisy_max_law(scores, 2.0, 1.0))
+
+
+def test_laplace_table_under_checkify_of_vmap():
+    """checkify of (nested) vmap of the table path: its loop's trip count is the batch's
+    largest, so checkify sees no batched while loop; the laws hold and a traced bad
+    epsilon is reported."""
+    scores = np.array([3.0, 0.0, 0.5, 1.0, 2.5, -1.0, 1.0, 0.25] * 4)
+    draws = 20_000
+
+    def one(k, e):
+        return jaxdp.report_noisy_max(k, scores, epsilon=e, sensitivity=1.0, shape=(draws,))
+
+    eps = np.array([[1.0, 4.0], [2.0, 0.5]])
+    keys = jax.random.split(jax.random.key(9), 4).reshape(2, 2)
+    err, out = checkify.checkify(jax.jit(jax.vmap(jax.vmap(one))))(keys, eps)
+    assert err.get() is None
+    for e, d in zip(eps.ravel(), np.asarray(out).reshape(4, draws), strict=True):
+        assert_matches_law(d, laplace_noisy_max_law(scores, e, 1.0))
+    err, _ = checkify.checkify(jax.vmap(one))(keys[0], jnp.array([1.0, jnp.nan]))
+    assert err.get() is not None and "epsilon" in err.get()
 
 
 @pytest.mark.parametrize(

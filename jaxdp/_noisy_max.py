@@ -64,7 +64,7 @@ def report_noisy_max(
     ``prod_j (1 - e^{-ε (s* - s_j) / (2Δ)} / 2)``, at most 1/2) finished by the
     race conditioned on it, drawn exactly by inverse CDFs. Same law; the
     finite-precision guarantee is then: ε' = ε + 6.0e-6 (Gumbel), ε + 6.4e-6
-    (exponential), ε + 9.5e-6 (Laplace) and δ' ≤ 3.4e-11 at ε = 1 for n ≤ 4096
+    (exponential), ε + 9.7e-6 (Laplace) and δ' ≤ 3.4e-11 at ε = 1 for n ≤ 4096
     (``jaxdp._tabulated.guarantee``); derivation: SECURITY.md, "Finite precision:
     tabulated noisy max". With Laplace noise the running time of such a call
     depends on the scores, through that probability (SECURITY.md, "Timing and side

@@ -39,8 +39,13 @@ noisy argmax can be computed once per row and sampled by
   exactly by its own inverse CDF. ``P(max < s_1) <= 1/2`` always (the top
   candidate alone is above ``s_1`` with probability 1/2) and is far smaller
   when several scores lie within a few noise scales of the top (``8.5e-6`` on the
-  benchmark's row), so a draw costs the kernel's draw plus, on average,
-  ``P(max < s_1) n`` conditioned variates instead of ``n`` variates.
+  benchmark's row). For one row, a first stage settles most of those draws
+  without the race: the top candidate's conditioned variable and the first other
+  candidate below a threshold where all the others' conditioned laws are uniform
+  (:func:`_top_split`, :func:`_below_top`); when that one exists, or the top's
+  variable is above the threshold, the race runs. So a draw costs the kernel's
+  draw plus, on average, a fraction of ``P(max < s_1) n`` conditioned variates
+  instead of ``n`` variates.
 
 How the table is computed (the error analysis is in ``SECURITY.md``,
 "Finite precision: tabulated noisy max"):
@@ -83,7 +88,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_batching import custom_vmap
 
-from . import _descent, _tuning
+from . import _alias, _descent, _tuning
 from ._logits import Logits
 from ._random import _unit64, bits64
 from ._rows import flatten_batch, flatten_rows, split_shape
@@ -98,8 +103,12 @@ LOGIT_FLOOR = 80.0
 PRODUCT_FLOOR = 2.0**-64
 
 #: Draws per block when the Laplace draws below the top score are located
-#: (:func:`_below_top`): a count per block, then a search within one block per draw.
+#: (:func:`_locator`): a count per block, then a search within one block per draw.
 COMPACT_BLOCK = 64
+
+#: Weights of :func:`_top_split`'s table below this are set to 0 (their total is
+#: below ``(n + 1) 2**-100``, counted in δ').
+FIRST_FLOOR = 2.0**-100
 
 
 # ----------------------------------------------------------------------------- nodes
@@ -372,17 +381,27 @@ def conditioned_constants(p: Array) -> tuple[Array, Array, Array]:
     return slope, offset, one_minus / two_minus
 
 
-def _conditioned_argmin(constants: tuple[Array, Array, Array], hi: Array, lo: Array) -> Array:
-    """:func:`conditional_race` from :func:`conditioned_constants` (broadcasting
-    against the bits ``(..., n)``)."""
+def _conditioned_x(constants: tuple[Array, Array, Array], hi: Array, lo: Array):
+    """The conditioned race's variables ``x`` and their uniforms ``V``, from
+    :func:`conditioned_constants` (broadcasting against the bits)."""
     slope, offset, bound = constants
     v = _unit64(hi, lo, 32, slope.dtype)
     v_c = _unit64(~hi, ~lo, 32, slope.dtype)  # 1 - V on the same grid
-    x = jnp.where(v <= bound, v * slope, (offset + v) / v_c)
+    return jnp.where(v <= bound, v * slope, (offset + v) / v_c), v
+
+
+def _first_argmin(x: Array) -> Array:
+    """The first index of the smallest entry along the last axis, int32."""
     n = x.shape[-1]
     best = jnp.min(x, axis=-1, keepdims=True)
     iota = jax.lax.broadcasted_iota(jnp.int32, x.shape, x.ndim - 1)
     return jnp.minimum(jnp.min(jnp.where(x == best, iota, n), axis=-1), n - 1)
+
+
+def _conditioned_argmin(constants: tuple[Array, Array, Array], hi: Array, lo: Array) -> Array:
+    """:func:`conditional_race` from :func:`conditioned_constants` (broadcasting
+    against the bits ``(..., n)``)."""
+    return _first_argmin(_conditioned_x(constants, hi, lo)[0])
 
 
 @custom_vmap
@@ -401,22 +420,93 @@ def _batch_max_rule(axis_size: int, in_batched: list[bool], x: Array) -> tuple[A
     return _batch_max(jnp.max(x, axis=0) if batched else x), False
 
 
+def _locator(flat: Array, marker: int):
+    """``(locate, total)`` for the entries of ``flat`` equal to ``marker``: ``total``
+    of them, and ``locate(start, width)`` the flat positions of those of ranks
+    ``start .. start + width - 1`` (``size`` past the last). A count per block of
+    :data:`COMPACT_BLOCK` entries, then a search within the block of each rank."""
+    size = flat.shape[0]
+    blocks = -(-size // COMPACT_BLOCK)
+    hits = jnp.pad(flat == marker, (0, blocks * COMPACT_BLOCK - size))
+    hits = hits.reshape(blocks, COMPACT_BLOCK)
+    counts = jnp.sum(hits, axis=1, dtype=jnp.int32)
+    ends = jnp.cumsum(counts)
+
+    def locate(start: Array, width: int) -> Array:
+        rank = start + jax.lax.iota(jnp.int32, width)
+        block = jnp.searchsorted(ends, rank, side="right").astype(jnp.int32)
+        block = jnp.minimum(block, blocks - 1)
+        within = rank - (ends[block] - counts[block])
+        seen = jnp.cumsum(hits[block], axis=1, dtype=jnp.int32)
+        at = jnp.argmax(seen > within[:, None], axis=1).astype(jnp.int32)
+        return jnp.where(rank < ends[-1], block * COMPACT_BLOCK + at, size)
+
+    return locate, ends[-1]
+
+
+def _top_split(p: Array):
+    """For one row ``p`` ``(n,)``: the top candidate ``t``, a threshold ``X*`` and the
+    alias table of the *first* other candidate whose conditioned variable is below
+    ``X*`` (``n + 1`` outcomes, the last one "none"), for :func:`_below_top`.
+
+    ``X*`` stays below every other candidate's ``1/a_j - 1``, where its conditioned
+    CDF is linear, ``H_j(x) = b_j x`` with ``b_j = a_j / (2 - a_j)``: below ``X*``
+    each is independently present with probability ``pi_j = b_j X*`` and then
+    uniform on ``[0, X*)``. It is also at most ``1 / max(B, sqrt(B))``, ``B = sum
+    b_j``, so that ``sum pi_j <= 1``. ``pi_j`` and the products ``prod_{l<j} (1 -
+    pi_l)`` are double-floats (relative error ~``n u**2``), rounded once."""
+    f = p.dtype.type
+    t = jnp.argmax(p).astype(jnp.int32)  # the first top candidate (a = 1)
+    rest = p.at[t].set(0)
+    p2 = jnp.max(rest)
+    linear = jnp.where(p2 > 0, (f(1) - p2) / jnp.where(p2 > 0, p2, f(1)), f(1))
+    linear = linear * f(1 - 2.0**-20)  # strictly below (1 - p2) / p2 despite the roundings
+    total = jnp.sum(rest / (f(2) - rest))
+    x_star = jnp.minimum(linear, f(1) / jnp.maximum(total, jnp.sqrt(total)))
+    ph, pe = _prod(rest, jnp.broadcast_to(x_star, rest.shape))
+    ph, pl = _fast_sum(ph, pe)
+    dh, dl = two_sum(jax.lax.optimization_barrier(jnp.full_like(rest, 2)), -rest)
+    pih, pil = _div(ph, pl, dh, dl)  # pi_j = a_j X* / (2 - a_j)
+    qh, ql = two_sum(jax.lax.optimization_barrier(jnp.ones_like(rest)), -pih)
+    qh, ql = _fast_sum(qh, ql - pil)  # 1 - pi_j >= 1/2
+    ih, il = jax.lax.associative_scan(lambda a, b: _mul(a[0], a[1], b[0], b[1]), (qh, ql))
+    eh = jnp.concatenate([jnp.ones((1,), p.dtype), ih[:-1]])
+    el = jnp.concatenate([jnp.zeros((1,), p.dtype), il[:-1]])
+    wh, wl = _mul(pih, pil, eh, el)
+    w = jnp.concatenate([wh + wl, (ih[-1] + il[-1])[None]])
+    w = jnp.where(w >= f(FIRST_FLOOR), w, 0)
+    packed, low, _ = _alias.build(w[None])
+    packed, low = _alias._materialise(packed, low)
+    return t, x_star, packed, low
+
+
 def _below_top(key: PRNGKey, p: Array, idx: Array) -> Array:
     """Replace every draw ``idx == n`` (the event ``max < s_1``) of ``idx``
-    ``(num_lead, R)`` by :func:`conditional_race` on its row of ``p`` ``(R, n)``.
+    ``(num_lead, R)`` by a draw of the race conditioned on it, on its row of ``p``
+    ``(R, n)``.
 
-    Those draws are found by their ranks (counts per block of
-    :data:`COMPACT_BLOCK` draws, then a search within the block of each rank) and
-    raced in chunks of about :data:`jaxdp._tuning.RACE_CHUNK` variates, as many
-    chunks as there are such draws (a ``while`` loop: data-dependent work, see
-    SECURITY.md, "Timing and side channels"). Chunk ``k`` takes its bits from
-    ``fold_in(key, k)``.
+    Several rows: :func:`conditional_race`, ``n`` variates a draw. One row (the
+    W1 shape) first draws, for every draw at once, the top candidate's variable
+    ``z`` and the first other candidate ``f`` below ``X*`` (:func:`_top_split`; a
+    uniform and an alias draw, about the cost of a draw of the exponential
+    mechanism): for a draw below ``s_1`` with ``z < X*`` and no such ``f``, every
+    other variable is above ``z`` and the top candidate wins. The rest (``z >=
+    X*``, or such an ``f``) run the race with ``z`` fixed, the candidates before
+    ``f`` out (they are above ``X* > z``), ``f`` uniform on ``[0, X*)`` and those
+    after it fresh. The exact conditional law either way; with a top far above the
+    rest, few draws reach the race.
+
+    The draws that race are located by their ranks (:func:`_locator`) and raced in
+    chunks of about :data:`jaxdp._tuning.RACE_CHUNK` variates, as many chunks as
+    there are such draws (a loop whose trip count depends on the data: SECURITY.md,
+    "Timing and side channels"; under ``vmap`` the batch's largest,
+    :func:`_batch_max`). Chunk ``k`` takes its bits from ``fold_in`` of the race's
+    key and ``k``.
     """
     num_rows, n = p.shape
     shape = idx.shape
     flat = idx.reshape(-1)
     size = flat.shape[0]
-    blocks = -(-size // COMPACT_BLOCK)
 
     def plan(kind: str) -> int:
         return max(1, min(size, _tuning.race_chunk(kind) // n))
@@ -424,32 +514,41 @@ def _below_top(key: PRNGKey, p: Array, idx: Array) -> Array:
     def build(chunk: int):
         def run(key: PRNGKey, p: Array, flat: Array) -> Array:
             constants = conditioned_constants(p)  # (R, n) each, once per row
-            below = jnp.pad(flat == n, (0, blocks * COMPACT_BLOCK - size))
-            below = below.reshape(blocks, COMPACT_BLOCK)
-            counts = jnp.sum(below, axis=1, dtype=jnp.int32)
-            ends = jnp.cumsum(counts)  # draws below s_1 up to each block's end
-            total = ends[-1]
+            key_z, key_f, key_r = jax.random.split(key, 3)
+            marker = n
+            if num_rows == 1:
+                t, x_star, packed, low = _top_split(p[0])
+                top = tuple(c[0, t] for c in constants)
+                # every draw's first stage at once: a uniform and an alias draw each
+                z = _conditioned_x(top, *bits64(key_z, (size,)))[0]
+                fs = jnp.minimum(_alias.draw(key_f, packed, low, size)[:, 0], n)
+                below = flat == n
+                settled = below & (z < x_star) & (fs == n)
+                flat = jnp.where(settled, t, jnp.where(below, n + 1, flat))
+                zs = z
+                marker = n + 1
+            locate, total = _locator(flat, marker)
 
-            def body(k, out):
-                rank = k * chunk + jax.lax.iota(jnp.int32, chunk)
-                block = jnp.searchsorted(ends, rank, side="right").astype(jnp.int32)
-                block = jnp.minimum(block, blocks - 1)
-                within = rank - (ends[block] - counts[block])
-                seen = jnp.cumsum(below[block], axis=1, dtype=jnp.int32)
-                at = jnp.argmax(seen > within[:, None], axis=1).astype(jnp.int32)
-                pos = jnp.where(rank < total, block * COMPACT_BLOCK + at, size)
-                hi, lo = bits64(jax.random.fold_in(key, k), (chunk, n))
+            def race(k, out):
+                pos = locate(k * chunk, chunk)
+                hi, lo = bits64(jax.random.fold_in(key_r, k), (chunk, n))
                 if num_rows == 1:  # one row: broadcast its constants, no gather
-                    rows = constants
+                    x, v = _conditioned_x(constants, hi, lo)
+                    at = jnp.minimum(pos, size - 1)
+                    z, first = zs[at][:, None], fs[at][:, None]
+                    j = jax.lax.broadcasted_iota(jnp.int32, x.shape, 1)
+                    inside = z < x_star  # then a candidate `first` is below X*
+                    x = jnp.where(inside & (j < first), p.dtype.type(jnp.inf), x)
+                    x = jnp.where(inside & (j == first), v * x_star, x)
+                    winners = _first_argmin(jnp.where(j == t, z, x))
                 else:
-                    at_row = jnp.where(rank < total, pos % num_rows, 0)
-                    rows = tuple(c[at_row] for c in constants)
-                winners = _conditioned_argmin(rows, hi, lo)
+                    at_row = jnp.where(pos < size, pos % num_rows, 0)
+                    winners = _conditioned_argmin(tuple(c[at_row] for c in constants), hi, lo)
                 return out.at[pos].set(winners.astype(out.dtype), mode="drop")
 
             # Steps past the last such draw write nothing (their positions are `size`).
             steps = _batch_max((total + (chunk - 1)) // chunk)
-            return jax.lax.fori_loop(0, steps, body, flat)
+            return jax.lax.fori_loop(0, steps, race, flat)
 
         return run
 
@@ -531,9 +630,12 @@ def guarantee(n: int, epsilon: float, noise: str = "exponential", dtype=np.float
     and its two final roundings), the same δ'. Laplace: the kernel's over ``n + 1``
     outcomes, the same table term, plus ``4 CONDITIONED_ERROR_U u`` on ε (the
     conditioned race, whose law is within ``exp(+-2 CONDITIONED_ERROR_U u)`` of the
-    exact conditional law up to ``(n + 1) 2**-65`` per outcome), and on δ' the
-    conditioned race's ``n (n + 1) (1 + e**ε') 2**-65`` and the ``(1 + e**ε')
-    2**-64`` of a ``P(max < s_1)`` set to 0 below :data:`PRODUCT_FLOOR`.
+    exact conditional law up to ``(n + 1) 2**-65`` per outcome) and twice the
+    relative error of the first stage's table (:func:`_top_split`: its rounding,
+    its products and the alias table's ``a_t``), and on δ' the conditioned race's
+    ``n (n + 1) (1 + e**ε') 2**-65``, the ``(1 + e**ε') 2**-64`` of a ``P(max <
+    s_1)`` set to 0 below :data:`PRODUCT_FLOOR`, and the first stage's alias grid
+    and floor.
     """
     laplace = noise == "laplace"
     eps, delta = _descent.guarantee(n + laplace, epsilon, dtype, recomputed=False)
@@ -542,6 +644,11 @@ def guarantee(n: int, epsilon: float, noise: str = "exponential", dtype=np.float
     u = float(np.finfo(dtype).eps) / 2
     eps = eps + 4 * (table_error(n, dtype) + 2 * u)
     if laplace:
-        eps += 4 * CONDITIONED_ERROR_U * u
+        # one row's first stage: the table of the first candidate below X*
+        # (double-float weights rounded once, then an alias table over n + 1 outcomes)
+        b = _alias.log2_columns(n + 1)
+        first = u + 8 * n * u * u + 2 * _alias.table_error(b)
+        eps += 4 * CONDITIONED_ERROR_U * u + 2 * first
         delta += (n * (n + 1) * 2.0**-65 + PRODUCT_FLOOR) * (1 + math.exp(eps))
+        delta += (2.0 ** -(60 - b) + (n + 1) * FIRST_FLOOR) * (1 + math.exp(eps))
     return eps, delta

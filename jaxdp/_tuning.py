@@ -361,7 +361,7 @@ def use_table(noise: str, draws_per_row: int, n: int, platform: str | None = Non
     when the cost model says the table is cheaper. The race costs ``n`` variates a
     draw; the table ``TABLE_COST n**2`` a row for exponential and Laplace noise
     (``4 n`` for Gumbel noise, the weights) plus a kernel draw per draw, and for
-    Laplace noise :data:`LAPLACE_BELOW_COST` ``n`` per draw. Both paths are sound;
+    Laplace noise two alias draws and :data:`LAPLACE_BELOW_COST` ``n`` per draw. Both paths are sound;
     each docstring states both guarantees."""
     k = kind(platform)
     race = draws_per_row * n
@@ -373,8 +373,9 @@ def use_table(noise: str, draws_per_row: int, n: int, platform: str | None = Non
     if noise == "gumbel":
         return draws_per_row > 1 and race >= per_draw * draws_per_row + 4 * n
     table = TABLE_COST[k] * n * n + per_draw * draws_per_row
-    if noise == "laplace":  # plus the conditioned race, priced at its worst case
-        table += LAPLACE_BELOW_COST[k] * draws_per_row * n
+    if noise == "laplace":  # plus the first stage (a uniform and an alias draw a
+        # draw, for one row) and the conditioned race, priced at its worst case
+        table += (2 * ALIAS_DRAW_COST[k] + LAPLACE_BELOW_COST[k] * n) * draws_per_row
     elif noise != "exponential":
         return False
     return n <= TABLE_MAX_CANDIDATES[k] and draws_per_row > 1 and race >= table

@@ -412,7 +412,8 @@ def c5_compile(rows: int, n: int) -> list[Pair]:
 def c6_noise_samplers(n: int, s: int) -> list[Pair]:
     """report_noisy_max (Laplace) and permute_and_flip against exponential, same row;
     Laplace's table path against the race it replaced (item 2 of issue 11: >= 10x),
-    on the suite's row and on one with an isolated top score (its worst case)."""
+    on the suite's row, on one with an isolated top score, and on one whose top is
+    ln(n) noise scales above all the rest (the first stage's worst case)."""
     scores = _row(n, 16)
     kw = {"epsilon": EPS, "sensitivity": DELTA, "shape": (s,)}
     args = lambda: (jax.random.key(0), jnp.asarray(scores))  # noqa: E731
@@ -425,7 +426,9 @@ def c6_noise_samplers(n: int, s: int) -> list[Pair]:
          lambda k, x: jaxdp.permute_and_flip(k, x, **kw)),
     )  # fmt: skip
     isolated = scores.copy()
-    isolated[np.argmax(isolated)] += 30.0  # P(max < top score) ~ 1/2: the conditioned race
+    isolated[np.argmax(isolated)] += 30.0  # P(max < top score) ~ 1/2, settled by the first stage
+    crowd = np.full_like(scores, -2 * DELTA / EPS * np.log(n))  # the rest ~ln(n) scales below
+    crowd[0] = 0.0  # the first stage's worst case: the crowd often beats the top
     race_args = lambda row: lambda: (jax.random.key(0), jnp.asarray(row))  # noqa: E731
 
     def race(k, x):  # the per-variate race, as every call drew before the Laplace table
@@ -453,6 +456,7 @@ def c6_noise_samplers(n: int, s: int) -> list[Pair]:
         for row, row_tag, what, op, required in (
             (scores, "", "", ">=", 10.0),
             (isolated, "isolated_top_", " (isolated top score)", None, None),
+            (crowd, "top_over_crowd_", " (top ln(n) scales over the rest)", None, None),
         )
     ]
     return against_race + [

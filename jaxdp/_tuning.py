@@ -361,8 +361,8 @@ def use_table(noise: str, draws_per_row: int, n: int, platform: str | None = Non
     when the cost model says the table is cheaper. The race costs ``n`` variates a
     draw; the table ``TABLE_COST n**2`` a row for exponential and Laplace noise
     (``4 n`` for Gumbel noise, the weights) plus a kernel draw per draw, and for
-    Laplace noise two alias draws and :data:`LAPLACE_BELOW_COST` ``n`` per draw. Both paths are sound;
-    each docstring states both guarantees."""
+    Laplace noise two alias draws and :data:`LAPLACE_BELOW_COST` ``n`` per draw.
+    Both paths are sound; each docstring states both guarantees."""
     k = kind(platform)
     race = draws_per_row * n
     # Priced with the CPU's layout on every kind, so that this rule gives the same

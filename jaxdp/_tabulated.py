@@ -90,6 +90,7 @@ from jax.custom_batching import custom_vmap
 
 from . import _alias, _descent, _tuning
 from ._logits import Logits
+from ._noisy_kernels import _first_argmin
 from ._random import _unit64, bits64
 from ._rows import flatten_batch, flatten_rows, split_shape
 from ._threefry import fast_key
@@ -253,15 +254,20 @@ def acceptance(scores: Array, row_max: Array, scale: Array) -> Array:
     return jnp.where(scores == -jnp.inf, jnp.zeros_like(p), p)
 
 
+def _table_scale(p: Array):
+    """``2**ceil(log2 n)`` for rows ``p`` of ``n``: the exact factor that keeps every
+    positive table entry a normal float (:func:`flip_table`, :func:`laplace_table`)."""
+    return p.dtype.type(2.0 ** math.ceil(math.log2(max(p.shape[-1], 1))))
+
+
 def flip_table(p: Array) -> Array:
     """Weights ``(R, n)`` proportional to permute-and-flip's law for acceptance
     probabilities ``p`` ``(R, n)`` in [0, 1] (one of them 1 per valid row), each to
     a relative error of about ``n u**2`` before its final rounding (SECURITY.md).
     Scaled by ``2**ceil(log2 n)`` (exact) so that every positive entry is a normal
     float: the integral is in [1/n, 1] and ``p`` in [e**-80, 1]."""
-    n = p.shape[-1]
     sh, sl = flip_integrals(p)
-    scale = p.dtype.type(2.0 ** math.ceil(math.log2(max(n, 1))))
+    scale = _table_scale(p)
     # Two roundings (sh + sl, then the product), each of a normal float: a
     # double-float product here would round partial products of a tiny p to
     # subnormals, which XLA flushes to 0.
@@ -329,15 +335,13 @@ def laplace_table(p: Array) -> Array:
     all on :func:`flip_table`'s scale (each relatively exact to about ``n u**2``
     before its final rounding). ``P(max < s_1)`` below :data:`PRODUCT_FLOOR` is
     set to 0 (counted in δ', SECURITY.md)."""
-    n = p.shape[-1]
     half = p * p.dtype.type(0.5)  # exact: p >= e**-80 is far above the subnormals
     upper = flip_table(half)
     # P(max < s_1) = prod_j (1 - p_j / 2): the factors of flip_integrals at t = 1.
     qh, ql = two_sum(jax.lax.optimization_barrier(jnp.ones_like(half)), -half)
     gh, gl = _reduce(qh, ql, _mul, 1.0, 1)
     below = gh + gl
-    scale = p.dtype.type(2.0 ** math.ceil(math.log2(max(n, 1))))
-    below = jnp.where(below >= p.dtype.type(PRODUCT_FLOOR), below, 0) * scale
+    below = jnp.where(below >= p.dtype.type(PRODUCT_FLOOR), below, 0) * _table_scale(p)
     return jnp.concatenate([upper, below[:, None]], axis=-1)
 
 
@@ -390,18 +394,10 @@ def _conditioned_x(constants: tuple[Array, Array, Array], hi: Array, lo: Array):
     return jnp.where(v <= bound, v * slope, (offset + v) / v_c), v
 
 
-def _first_argmin(x: Array) -> Array:
-    """The first index of the smallest entry along the last axis, int32."""
-    n = x.shape[-1]
-    best = jnp.min(x, axis=-1, keepdims=True)
-    iota = jax.lax.broadcasted_iota(jnp.int32, x.shape, x.ndim - 1)
-    return jnp.minimum(jnp.min(jnp.where(x == best, iota, n), axis=-1), n - 1)
-
-
 def _conditioned_argmin(constants: tuple[Array, Array, Array], hi: Array, lo: Array) -> Array:
     """:func:`conditional_race` from :func:`conditioned_constants` (broadcasting
     against the bits ``(..., n)``)."""
-    return _first_argmin(_conditioned_x(constants, hi, lo)[0])
+    return _first_argmin(_conditioned_x(constants, hi, lo)[0])[1]
 
 
 @custom_vmap
@@ -446,7 +442,7 @@ def _locator(flat: Array, marker: int):
 
 def _top_split(p: Array):
     """For one row ``p`` ``(n,)``: the top candidate ``t``, a threshold ``X*`` and the
-    alias table of the *first* other candidate whose conditioned variable is below
+    weights of the *first* other candidate whose conditioned variable is below
     ``X*`` (``n + 1`` outcomes, the last one "none"), for :func:`_below_top`.
 
     ``X*`` stays below every other candidate's ``1/a_j - 1``, where its conditioned
@@ -474,10 +470,7 @@ def _top_split(p: Array):
     el = jnp.concatenate([jnp.zeros((1,), p.dtype), il[:-1]])
     wh, wl = _mul(pih, pil, eh, el)
     w = jnp.concatenate([wh + wl, (ih[-1] + il[-1])[None]])
-    w = jnp.where(w >= f(FIRST_FLOOR), w, 0)
-    packed, low, _ = _alias.build(w[None])
-    packed, low = _alias._materialise(packed, low)
-    return t, x_star, packed, low
+    return t, x_star, jnp.where(w >= f(FIRST_FLOOR), w, 0)
 
 
 def _below_top(key: PRNGKey, p: Array, idx: Array) -> Array:
@@ -517,15 +510,14 @@ def _below_top(key: PRNGKey, p: Array, idx: Array) -> Array:
             key_z, key_f, key_r = jax.random.split(key, 3)
             marker = n
             if num_rows == 1:
-                t, x_star, packed, low = _top_split(p[0])
+                t, x_star, first_w = _top_split(p[0])
                 top = tuple(c[0, t] for c in constants)
                 # every draw's first stage at once: a uniform and an alias draw each
-                z = _conditioned_x(top, *bits64(key_z, (size,)))[0]
-                fs = jnp.minimum(_alias.draw(key_f, packed, low, size)[:, 0], n)
+                zs = _conditioned_x(top, *bits64(key_z, (size,)))[0]
+                fs = _alias.sample(key_f, first_w[None], size)[0][:, 0]
                 below = flat == n
-                settled = below & (z < x_star) & (fs == n)
+                settled = below & (zs < x_star) & (fs == n)
                 flat = jnp.where(settled, t, jnp.where(below, n + 1, flat))
-                zs = z
                 marker = n + 1
             locate, total = _locator(flat, marker)
 
@@ -540,7 +532,7 @@ def _below_top(key: PRNGKey, p: Array, idx: Array) -> Array:
                     inside = z < x_star  # then a candidate `first` is below X*
                     x = jnp.where(inside & (j < first), p.dtype.type(jnp.inf), x)
                     x = jnp.where(inside & (j == first), v * x_star, x)
-                    winners = _first_argmin(jnp.where(j == t, z, x))
+                    winners = _first_argmin(jnp.where(j == t, z, x))[1]
                 else:
                     at_row = jnp.where(pos < size, pos % num_rows, 0)
                     winners = _conditioned_argmin(tuple(c[at_row] for c in constants), hi, lo)
@@ -589,14 +581,13 @@ def draw(key: PRNGKey, logits: Logits, shape: tuple[int, ...], noise: str) -> tu
         w = flip_table(acceptance(rows, safe_max, c))
     elif noise == "laplace":
         p = acceptance(rows, safe_max, c)
+        w = laplace_table(p)
         key, rest_key = jax.random.split(key)
-        idx, ok = _descent.sample(fast_key(key), laplace_table(p), num_lead)
-        idx = _below_top(rest_key, p, idx)
-        ok = ok.reshape(num_rows) & jnp.isfinite(row_max)
-        return idx.astype(jnp.int32).reshape(shape), ok.reshape(tail)
     else:
         raise ValueError(f"no tabulated law for noise={noise!r}")
     idx, ok = _descent.sample(fast_key(key), w, num_lead)
+    if noise == "laplace":  # the draws of the last outcome, max < s_1, finished
+        idx = _below_top(rest_key, p, idx)
     ok = ok.reshape(num_rows) & jnp.isfinite(row_max)
     return idx.astype(jnp.int32).reshape(shape), ok.reshape(tail)
 

@@ -4,12 +4,15 @@
 #     PYTHONPATH=. bash benchmarks/device_check.sh
 #
 # Runs, each under its own time limit (seconds; SIGINT first, so pytest still prints
-# its summary): the suite's quick mode on the GPU, the test suite on the GPU, the
-# suite's S >= 1e8 and large-W2 rows (full mode, the GPU targets), the tuning grid
-# and the Gumbel/inverse-CDF crossover. Logs and results go to $R (default
-# /tmp/jaxdp-device) and, packed after every step, to $OUT/device.tgz when OUT is
-# set, so a lease cut short still returns what finished. Limits can be scaled with
-# SCALE (e.g. SCALE=2 for twice as long).
+# its summary): the suite's quick mode on the GPU, the tabulated noisy max's cost
+# model (``tuning --only costs``), the suite's S >= 1e8 and large-W2 rows (full
+# mode, the GPU targets), where W2 spends its time (``benchmarks/w2_probe.py``),
+# and the test suite on the GPU: at most 565 s in all (about 8 minutes ran), so a
+# 15-minute lease needs no second start. (The tuning grid and the crossover,
+# ``tuning --quick`` and ``crossover --quick``, ran in an earlier lease.) Logs and
+# results go to $R (default /tmp/jaxdp-device) and, packed after every step, to
+# $OUT/device.tgz when OUT is set, so a lease cut short still returns what
+# finished. Limits can be scaled with SCALE (e.g. SCALE=2 for twice as long).
 set -u
 export PYTHONPATH="${PYTHONPATH:-.}" PYTHONUNBUFFERED=1
 R="${R:-/tmp/jaxdp-device}"
@@ -42,16 +45,15 @@ chex.__version__); print(jax.devices())" 2>&1
 cat "$R/env.txt"
 pack
 
-step suite_quick 180 $PY -m benchmarks --quick --backend gpu --no-progress --out "$R/results"
-XLA_PYTHON_CLIENT_PREALLOCATE=false step pytest 170 $PY -m pytest -q -p no:cacheprovider \
-  tests/test_descent.py tests/test_alias.py tests/test_hybrid.py tests/test_deep_hybrid.py \
-  tests/test_exponential.py tests/test_noisy_max.py tests/test_tabulated.py \
-  tests/test_precision_noise.py tests/test_categorical.py tests/test_kernels.py tests
-step suite_gpu_targets 80 $PY -m benchmarks --backend gpu --no-progress --no-plots \
+step suite_quick 150 $PY -m benchmarks --quick --backend gpu --no-progress --out "$R/results"
+step costs 40 $PY -m benchmarks tuning --quick --only costs --out "$R/results-costs"
+step suite_gpu_targets 35 $PY -m benchmarks --backend gpu --no-progress --no-plots \
   --out "$R/results-targets" \
   --only '^exponential_auto_(n1e1_s1e8|n1e3_s1e8|n1e5_s1e8|n1e3_b1e5|n1e5_b1e4)_f32$'
-step tuning 90 $PY -m benchmarks tuning --quick --out "$R/results"
-step crossover 40 $PY -m benchmarks crossover --quick --out "$R/results"
+step w2_probe 40 $PY benchmarks/w2_probe.py "$R"
+# The tests last: each worker is its own process on the one GPU (no preallocation).
+XLA_PYTHON_CLIENT_PREALLOCATE=false step pytest 300 $PY -m pytest -q -p no:cacheprovider \
+  -n 16 --durations=20 tests
 
 echo
 echo "=== steps (name, exit, seconds)"
@@ -62,7 +64,7 @@ for f in suite_quick suite_gpu_targets; do
 done
 echo "=== pytest"
 grep -E "passed|failed|FAILED|ERROR" "$R/pytest.log" | tail -n 40
-echo "=== tuning"
-grep -E "^\|" "$R/tuning.log" | tail -n 30
-echo "=== crossover"
-grep -E "^\|" "$R/crossover.log" | tail -n 20
+echo "=== w2_probe"
+grep -E "candidates/s" "$R/w2_probe.log"
+echo "=== costs"
+grep -E "^\|" "$R/costs.log" | tail -n 12

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 
 import jax
 import jax.numpy as jnp
 
-from . import _checks, _logits, _noisy_kernels, _rows, _tabulated
+from . import _checks, _logits, _noisy_kernels, _rows, _tabulated, _tuning
 from ._typing import Array, ArrayLike, PRNGKey
 
 _NOISES = ("laplace", "gumbel", "exponential")
@@ -68,7 +68,9 @@ def report_noisy_max(
     (``jaxdp._tabulated.guarantee``); derivation: SECURITY.md, "Finite precision:
     tabulated noisy max". With Laplace noise the running time of such a call
     depends on the scores, through that probability (SECURITY.md, "Timing and side
-    channels").
+    channels"). On a GPU, Laplace noise is always drawn by the race, which is
+    faster there (``jaxdp._tuning.LAPLACE_BELOW_COST``); the choice is made per
+    platform when the program is lowered.
 
     Args:
       key: a PRNG key (typed or legacy); one key per call.
@@ -145,13 +147,25 @@ def _noisy_max_impl(key, scores, epsilon, sensitivity, *, monotonic, shape, nois
     logits = _logits.from_scores(scores, scale)
     valid = _logits.row_valid(logits.row_max, epsilon, sensitivity)
     draws_per_row = _rows.split_shape(shape, logits.batch)[0]
-    if _tabulated.use_table(noise, draws_per_row, logits.n):
-        # Many draws per row: the law once per row, then the categorical kernel.
-        idx, rows_ok = _tabulated.draw(key, logits, shape, noise)
-        valid = valid & rows_ok
-    else:
-        idx = _noisy_kernels.noisy_argmax(key, logits, shape, noise)
-    return jnp.where(jnp.broadcast_to(valid, shape), idx, -1)
+
+    def plan(kind: str) -> bool:
+        return _tuning.use_table(noise, draws_per_row, logits.n, kind)
+
+    def build(tabulate: bool) -> Callable[[PRNGKey, _logits.Logits], tuple[Array, Array]]:
+        def run(key: PRNGKey, logits: _logits.Logits) -> tuple[Array, Array]:
+            if tabulate:  # many draws per row: the law once per row, then the kernel
+                idx, rows_ok = _tabulated.draw(key, logits, shape, noise)
+                return idx, jnp.broadcast_to(rows_ok, logits.batch)
+            return _noisy_kernels.noisy_argmax(key, logits, shape, noise), jnp.ones(
+                logits.batch, bool
+            )
+
+        return run
+
+    # The rule differs between CPU and GPU for Laplace noise (jaxdp._tuning), so
+    # the choice is staged per platform; elsewhere it is one program.
+    idx, rows_ok = _tuning.staged(plan, build, key, logits)
+    return jnp.where(jnp.broadcast_to(valid & rows_ok, shape), idx, -1)
 
 
 def permute_and_flip(

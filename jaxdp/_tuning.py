@@ -47,10 +47,12 @@ program per kind with :func:`jax.lax.platform_dependent`; the compiler only ever
 sees the branch of the platform it compiles for. :func:`layout` and
 :func:`hybrid_depth` differ between the kinds, and the categorical kernel stages
 them (:func:`jaxdp._descent.sample`). The other rules that choose between kernels
-(:func:`choose_method`, :func:`use_table`, :func:`selection_block`) give the
-same answer on both kinds, so reading the default backend is exact for them
-(:func:`use_table` prices its draws with the CPU's layout on both); a rule made to
-differ must be staged too.
+(:func:`choose_method`, :func:`selection_block`, and :func:`use_table` for
+exponential and Gumbel noise) give the same answer on both kinds, so reading the
+default backend is exact for them (:func:`use_table` prices its draws with the
+CPU's layout on both). For Laplace noise :func:`use_table` differs (the GPU
+draws by the race: :data:`LAPLACE_BELOW_COST`), and ``report_noisy_max`` stages
+that choice; a rule made to differ must be staged too.
 
 Draws. A chunked loop splits its key once per step, so for a fixed key the
 draws depend on the chunking, hence on the backend (the design allows this:
@@ -313,23 +315,29 @@ TABLE_MAX_CANDIDATES = {"cpu": 4096, "gpu": 4096}
 #: 64-bit exponential variate per candidate and draw. CPU: ``python -m benchmarks
 #: tuning --only costs`` (rows ``race_variate_ns`` and ``table_cost_n*``: 2.01 and
 #: 2.13 in ``benchmarks/results/cpu-2core-amd-epyc/costs-k8/``), rounded up, so
-#: that a near tie goes to the race (which needs no table). GPU: the CPU value
-#: (both are compute-bound elementwise work there too; unmeasured).
+#: that a near tie goes to the race (which needs no table). GPU: the CPU value.
+#: On an H100 the same rows gave 15.1 and 14.0 at n = 512 (launch-bound) and 1.24
+#: and 1.51 at n = 2048 (``gpu-nvidia-h100-80gb-hbm3/tuning_quick.json`` and
+#: ``a86c851/costs/``), where permute-and-flip's table took 1.06 times the
+#: exponential mechanism's time (C6, same folder), so the CPU's value stays.
 TABLE_COST = {"cpu": 2.5, "gpu": 2.5}
 
 #: Cost of one draw of the descent (:func:`jaxdp._descent.sample`), in race
 #: variates (``python -m benchmarks tuning --only costs``, row
 #: ``descent_draw_cost``: 30.1 with nodes of 8 in ``costs-k8/``, rounded up; was
-#: 40 with nodes of 16). GPU: the CPU value. On an H100 the same row gave 45 (a
-#: variate 0.023 ns; ``gpu-nvidia-h100-80gb-hbm3/tuning_quick.json``), and the
-#: alias and hybrid draws were too cheap against the calls' launch overhead to
-#: measure (negative differences), so the GPU's cost model is still the CPU's.
+#: 40 with nodes of 16). GPU: the CPU value. On an H100 the same row gave 45 and
+#: 20.9 in two leases (a variate 0.022-0.023 ns;
+#: ``gpu-nvidia-h100-80gb-hbm3/tuning_quick.json`` and ``a86c851/costs/``), and the
+#: hybrid's draws were too cheap against the calls' launch overhead to measure
+#: (negative differences), so for the exponential and Gumbel tables the GPU's
+#: cost model is still the CPU's (and their rule the same on both kinds).
 KERNEL_DRAW_COST = {"cpu": 35.0, "gpu": 35.0}
 
 #: The same for a draw from the alias table (:mod:`jaxdp._alias`), where the
 #: categorical kernel uses one (same command, row ``alias_draw_cost``: 1.58 since
 #: a draw takes one threefry block, rounded up; was 2.5 with two). GPU: the CPU
-#: value (unmeasured).
+#: value (an H100 gave 3.4 in ``a86c851/costs/``, launch-bound, and a negative
+#: difference in the lease before).
 ALIAS_DRAW_COST = {"cpu": 2.0, "gpu": 2.0}
 
 #: The same for a draw of the hybrid layout (an alias-table draw over the blocks,
@@ -349,8 +357,15 @@ HYBRID_DRAW_COST = {"cpu": 15.0, "gpu": 15.0}
 #: race variates, compaction included, committed in
 #: ``benchmarks/results/cpu-2core-intel-xeon/costs/``; 0.94 and 1.03 before its
 #: constants were hoisted out of the loop), rounded up to 1.2, so 0.6.
-#: GPU: the CPU value (unmeasured).
-LAPLACE_BELOW_COST = {"cpu": 0.6, "gpu": 0.6}
+#: GPU: 2.4. On an H100 the same row gave 4.75 (``costs/tuning_quick.json`` in
+#: ``benchmarks/results/gpu-nvidia-h100-80gb-hbm3/a86c851/``), and the suite's C6
+#: rows agree: at ``n = 10**3``, ``S = 10**5`` the table took 0.98 of the race's
+#: time on the suite's row and 2.4 times it on the two rows whose draws mostly
+#: fall below the top score (``results_quick.json``, same folder). At 2.4 per
+#: candidate a draw below the top costs more than a race draw, so on a GPU the
+#: rule draws Laplace noise by the race at every size (the launch-bound sizes
+#: measured there; larger S is unmeasured).
+LAPLACE_BELOW_COST = {"cpu": 0.6, "gpu": 2.4}
 
 _DRAW_COST = {"descent": KERNEL_DRAW_COST, "alias": ALIAS_DRAW_COST, "hybrid": HYBRID_DRAW_COST}
 
@@ -361,7 +376,8 @@ def use_table(noise: str, draws_per_row: int, n: int, platform: str | None = Non
     when the cost model says the table is cheaper. The race costs ``n`` variates a
     draw; the table ``TABLE_COST n**2`` a row for exponential and Laplace noise
     (``4 n`` for Gumbel noise, the weights) plus a kernel draw per draw, and for
-    Laplace noise two alias draws and :data:`LAPLACE_BELOW_COST` ``n`` per draw.
+    Laplace noise two alias draws and :data:`LAPLACE_BELOW_COST` ``n`` per draw
+    (on a GPU more than the race's ``n``, so Laplace is never tabulated there).
     Both paths are sound; each docstring states both guarantees."""
     k = kind(platform)
     race = draws_per_row * n

@@ -360,6 +360,19 @@ def test_conditional_race_law(scores, b):
             assert_matches_law(run(b), full)
 
 
+@pytest.fixture
+def laplace_tabulated():
+    """The Laplace table path through the public API on any backend: a GPU draws
+    Laplace noise by the race (jaxdp._tuning.LAPLACE_BELOW_COST), so these tests
+    price it there as on a CPU. The caches are cleared on both sides of the change."""
+    with pytest.MonkeyPatch.context() as mp:
+        cost = _tuning.LAPLACE_BELOW_COST
+        mp.setitem(cost, _tuning.kind(), cost["cpu"])
+        jax.clear_caches()
+        yield
+    jax.clear_caches()
+
+
 @pytest.mark.parametrize("monotonic", [False, True])
 def test_table_draws_laplace_law(monotonic):
     draws = _draw("laplace", SCORES, EPS, (10**6,), monotonic, key=5)
@@ -370,7 +383,7 @@ def test_table_draws_laplace_law(monotonic):
         assert_matches_law(draws, laplace_noisy_max_law(SCORES, 0.95 * EPS, DELTA, monotonic))
 
 
-def test_laplace_isolated_top_public_api(monkeypatch):
+def test_laplace_isolated_top_public_api(monkeypatch, laplace_tabulated):
     """A top score far above the rest: about half the draws are below it, and most of
     those are settled by the first stage of one row (the top's variable and the first
     other candidate below X*). The law holds through the public API, and a sampler
@@ -409,7 +422,7 @@ def test_laplace_one_row_tied_top(eps):
         assert_matches_law(draws, laplace_noisy_max_law(scores, 0.95 * eps, DELTA))
 
 
-def test_laplace_table_under_vmap():
+def test_laplace_table_under_vmap(laplace_tabulated):
     """jit(vmap) over an epsilon grid and over keys, on the table path (the conditioned
     race's loop runs until the slowest member is done): each member keeps its law."""
     scores = np.array([3.0, 0.0, 0.5, 1.0, 2.5, -1.0, 1.0, 0.25] * 4)
@@ -430,7 +443,7 @@ def test_laplace_table_under_vmap():
     assert_matches_law(out.ravel(), laplace_noisy_max_law(scores, 2.0, 1.0))
 
 
-def test_laplace_table_under_checkify_of_vmap():
+def test_laplace_table_under_checkify_of_vmap(laplace_tabulated):
     """checkify of (nested) vmap of the table path: its loop's trip count is the batch's
     largest, so checkify sees no batched while loop; the laws hold and a traced bad
     epsilon is reported."""
@@ -458,7 +471,7 @@ def test_laplace_table_under_checkify_of_vmap():
         ([0.0, -3.0, -3.2, -10.0], [1, 5, 90, 4000], 1.0),  # the largest tabulated row
     ],
 )
-def test_laplace_large_rows_grouped_law(levels, counts, eps):
+def test_laplace_large_rows_grouped_law(levels, counts, eps, laplace_tabulated):
     """report_noisy_max(noise="laplace") on W1-shaped calls (the table path) at n = 1000
     and 4096, grouped: chi-square against the exact grouped law, and the check fails
     at a 10 % smaller epsilon."""
@@ -480,7 +493,7 @@ def test_laplace_large_rows_grouped_law(levels, counts, eps):
 # ----------------------------------------------------------------------------- dispatch
 
 
-def test_dispatch_takes_both_paths(monkeypatch):
+def test_dispatch_takes_both_paths(monkeypatch, laplace_tabulated):
     """W1 shapes (many draws of a moderate row) take the table, for every noise; one draw
     per row, few draws per row and rows beyond MAX_CANDIDATES take the race."""
     calls = []

@@ -104,17 +104,48 @@ def test_staged_runs_this_platforms_plan():
 def test_auto_rule_is_static_and_the_same_on_both_kinds():
     """The unstaged choices between kernels agree across kinds (so reading the default
     backend is exact for them; see jaxdp._tuning), and the auto rule's Gumbel region
-    is small. The layout rules differ, and are staged (next tests)."""
+    is small. The layout rules and the Laplace table rule differ, and are staged (next
+    tests)."""
     for s in (1, 2, 64, 300, 1024, 5000):
         for n in (2, 16, 17, 300, 1000):
             assert _tuning.choose_method(s, n, 1, "cpu") == _tuning.choose_method(s, n, 1, "cuda")
-            for noise in ("gumbel", "exponential", "laplace"):
+            for noise in ("gumbel", "exponential"):
                 assert _tuning.use_table(noise, s, n, "cpu") == _tuning.use_table(
                     noise, s, n, "cuda"
                 )
     assert _tuning.choose_method(1, _tuning.GUMBEL_MAX_CANDIDATES["cpu"], 1, "cpu") == "gumbel"
     assert _tuning.choose_method(2, 2, 1, "cpu") == "inverse_cdf"
     assert _tuning.selection_block(3) == 3 and _tuning.selection_block(10**6) == 16
+
+
+def test_gpu_draws_laplace_noise_by_the_race():
+    """On a GPU a draw below the top score costs more than a race draw (H100
+    measurements in jaxdp._tuning), so Laplace noise is never tabulated there; the
+    CPU tabulates it at many draws per row."""
+    assert _tuning.LAPLACE_BELOW_COST["gpu"] >= 1.0
+    for n in (2, 20, 1000, _tuning.TABLE_MAX_CANDIDATES["gpu"]):
+        for s in (2, 10**4, 10**6, 10**9):
+            assert not _tuning.use_table("laplace", s, n, "cuda")
+    assert _tuning.use_table("laplace", 10**5, 1000, "cpu")
+
+
+def test_laplace_table_rule_is_staged_per_platform():
+    """report_noisy_max stages the Laplace choice: lowered for CUDA (no GPU needed) a
+    call of 10**5 draws over 1000 candidates is the race in one step, with no loop;
+    lowered for CPU it is the table, whose conditioned race is a loop, and so is the
+    race there (cache-sized chunks): the CPU module holds the table's alias draws."""
+
+    def fn(key_data, x):
+        key = jax.random.wrap_key_data(key_data)
+        return jaxdp.report_noisy_max(
+            key, x, epsilon=1.0, sensitivity=1.0, noise="laplace", shape=(10**5,)
+        )
+
+    specs = (jax.ShapeDtypeStruct((2,), jnp.uint32), jax.ShapeDtypeStruct((1000,), "f4"))
+    cuda, cpu = _export_text("cuda", fn, *specs), _export_text("cpu", fn, *specs)
+    assert not re.search(r"stablehlo\.while", cuda)
+    assert re.search(r"stablehlo\.while", cpu)
+    assert len(cpu) > 2 * len(cuda)  # the table, its first stage and the conditioned race
 
 
 def test_tabulated_dispatch_reads_the_tuning_tables(monkeypatch):

@@ -325,6 +325,61 @@ def test_laplace_table_relative_error_within_bound(name):
     assert rel.max() <= _tabulated.table_error(n) + 2 * U, (rel.max(), np.argmax(rel))
 
 
+def _first_stage_rows():
+    rows = dict(_adversarial_rows())
+    rng = np.random.default_rng(7)
+    for n in (33, 1000, 4096):  # around the prefix products' block width, and large
+        p = np.exp(-rng.exponential(2, size=n)).astype(np.float32)
+        p[rng.integers(n)] = 1
+        rows[f"random{n}"] = p
+    isolated = np.exp(-30 - rng.exponential(2, size=1000)).astype(np.float32)
+    isolated[3] = 1  # X* at its cap 1 / max(B, sqrt(B)): the linear region is huge
+    rows["isolated1000"] = isolated
+    return rows
+
+
+def _check_first_stage(p):
+    """_top_split's n + 1 weights against mpmath on the returned X*: entry j is
+    pi_j prod_{l<j} (1 - pi_l), pi_j = a_j X* / (2 - a_j) (0 for the top candidate),
+    the last prod_l (1 - pi_l); each within u + 8 n u**2 (SECURITY.md, the first
+    stage's eta_f less the alias table's part), and none dropped above FIRST_FLOOR."""
+    n = len(p)
+    t, x_star, w = jax.jit(_tabulated._top_split)(jnp.asarray(p))
+    t, w = int(t), np.asarray(w, np.float64)
+    assert t == int(np.argmax(p))
+    mpmath.mp.dps = 50
+    x = mpmath.mpf(float(x_star))
+    left, exact = mpmath.mpf(1), []
+    for j, a in enumerate(p.astype(np.float64)):
+        pi = 0 if j == t else mpmath.mpf(a) * x / (2 - mpmath.mpf(a))
+        exact.append(pi * left)
+        left *= 1 - pi
+    exact = np.array([float(e) for e in exact + [left]])
+    assert abs(sum(exact) - 1) < 1e-12
+    kept = exact >= _tabulated.FIRST_FLOOR * (1 + 1e-6)
+    assert np.all(w[exact < _tabulated.FIRST_FLOOR * (1 - 1e-6)] == 0)
+    rel = np.abs(w[kept] / exact[kept] - 1)
+    assert rel.max() <= U + 8 * n * U * U, (rel.max(), np.argmax(rel))
+
+
+@pytest.mark.parametrize("name", sorted(_first_stage_rows()))
+def test_first_stage_table_relative_error_within_bound(name):
+    _check_first_stage(_first_stage_rows()[name])
+
+
+def test_first_stage_table_check_can_fail(monkeypatch):
+    """The same check fails when the prefix products drop their low parts (a float32
+    running product: relative error ~n u)."""
+
+    def float32_products(hi, lo):
+        out = jax.lax.associative_scan(jnp.multiply, hi)
+        return out, jnp.zeros_like(out)
+
+    monkeypatch.setattr(_tabulated, "_prefix_products", float32_products)
+    with pytest.raises(AssertionError):
+        _check_first_stage(_first_stage_rows()["random1000"])
+
+
 CONDITIONED_ROWS = [
     ([0.0, -0.3, -1.0, -2.0], 1.0),
     ([0.0, -4.0, -4.5, -5.0], 1.0),

@@ -373,10 +373,15 @@ def _joint_top_k_impl(key, scores, epsilon, sensitivity, *, k, monotonic, shape)
     big = jnp.int32(np.iinfo(np.int32).max)  # an empty slot of ``used``
     slots = jnp.arange(k, dtype=jnp.int32).reshape(1, 1, k)
 
+    # |A_p| - p for every position at once (one search over (k, S, R); it does not
+    # depend on the items placed), so the fill's k steps hold no loop.
+    ps = jnp.arange(k, dtype=jnp.int32)[:, None, None]
+    base_k = jnp.broadcast_to(base, (k,) + base.shape)
+    cps = jnp.take(flat, base_k + ps)
+    sizes = _search(flat, n, base_k, cps, e_hi[None], e_lo[None], ps < gi[None]) - ps
+
     def fill(used, xs):
-        p, kp = xs
-        cp = jnp.take(flat, base + p)
-        size = _search(flat, n, base, cp, e_hi, e_lo, p < gi) - p
+        p, kp, size = xs
         r = uniform_below(kp, jnp.maximum(size, 1))
         # The r-th item of [0, |A_p|) not yet placed: ``used`` is sorted, and the
         # t-th placed item u_t has u_t - t unplaced items below it.
@@ -393,7 +398,7 @@ def _joint_top_k_impl(key, scores, epsilon, sensitivity, *, k, monotonic, shape)
         [gj[..., None], jnp.full((num_lead, rows, k - 1), big, jnp.int32)], axis=-1
     )
     keys = jax.random.split(key_fill, k)
-    _, (picked, ok_fill) = jax.lax.scan(fill, used0, (jnp.arange(k, dtype=jnp.int32), keys))
+    _, (picked, ok_fill) = jax.lax.scan(fill, used0, (jnp.arange(k, dtype=jnp.int32), keys, sizes))
     picked = jnp.moveaxis(picked, 0, -1)  # (S, R, k) sorted indices
     ok = ok & jnp.all(ok_fill, axis=0)
     pos = (jnp.arange(rows, dtype=jnp.int32) * n)[None, :, None] + jnp.clip(picked, 0, n - 1)

@@ -237,7 +237,9 @@ def _bounds(k_lower, k_upper, n, alpha) -> tuple[np.ndarray, np.ndarray]:
     q = np.concatenate([np.full(k_lower.shape, alpha), np.full(k_upper.shape, 1 - alpha)])
     a = np.concatenate([np.maximum(k_lower, 1), k_upper + 1])
     b = np.concatenate([n_lower - k_lower + 1, np.maximum(n_upper - k_upper, 1)])
-    with jax.enable_x64(True):
+    # Float64 numbers and a 120-step bisection with betainc's own loop inside: on the
+    # host CPU, never an accelerator (where each step of both loops is a launch).
+    with jax.enable_x64(True), jax.default_device(jax.devices("cpu")[0]):
         lo, hi = (np.asarray(v) for v in _beta_ppf_bracket(q, a, b))
     split = len(k_lower)
     lower = np.where(k_lower == 0, 0.0, lo[:split])

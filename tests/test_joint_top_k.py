@@ -7,6 +7,7 @@ import itertools
 
 import chex
 import jax
+import jax.extend.core as jax_core
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -287,3 +288,35 @@ def test_law_under_x64():
     w = np.asarray(w[0])
     assert np.all(w[~live] == 0)
     assert np.ptp(np.log(w[live]) - ref[live]) <= 1e-13  # one common factor 2**-T
+
+
+def _scans_of_length(jaxpr, length):
+    """Every scan of ``length`` steps in ``jaxpr`` (and its sub-jaxprs), with its body."""
+    found = []
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "scan" and eqn.params["length"] == length:
+            found.append(eqn.params["jaxpr"].jaxpr)
+        for sub in jax_core.jaxprs_in_params(eqn.params):
+            found += _scans_of_length(sub, length)
+    return found
+
+
+def _holds(jaxpr, name):
+    return any(
+        eqn.primitive.name == name
+        or any(_holds(s, name) for s in jax_core.jaxprs_in_params(eqn.params))
+        for eqn in jaxpr.eqns
+    )
+
+
+def test_fill_steps_hold_no_loop():
+    """The uniform fill's k steps (the scan that draws random bits) hold no loop: the
+    sizes |A_p| - p are searched for every position at once before it, so on a GPU
+    the fill is k small steps, not k times the search's bit length."""
+    k, n = 50, 5000
+    jaxpr = jax.make_jaxpr(
+        lambda key, x: jaxdp.joint_top_k(key, x, k, epsilon=1.0, sensitivity=1.0, shape=(8,))
+    )(jax.random.key(0), jnp.zeros(n)).jaxpr
+    fills = [s for s in _scans_of_length(jaxpr, k) if _holds(s, "random_bits")]
+    # (the search's fori_loop has a static trip count: it is a scan)
+    assert fills and not any(_holds(s, "while") or _holds(s, "scan") for s in fills)

@@ -166,14 +166,21 @@ def _scaled_gap(u: tuple[Array, Array], best: Array, scale: Array) -> tuple[Arra
     scale (|u| + |best|)``. ``-inf`` utilities give ``-inf``."""
     dh, dl = _tf.two_sum(u[0], -best[:, None])
     dh, dl = _dd(dh, dl + u[1])
-    k = scale[:, None]
+    dh, dl, k = _tf.balance(dh, dl, scale[:, None])  # no subnormal partial product
     ph, pl = _tf.two_prod(dh, k)
     return _dd(ph, pl + dl * k)
 
 
 def _affine(c: Array, m: Array, r: Array) -> tuple[Array, Array]:
     """``c + m r`` as a double-float (exact products and sums, one rounding of the
-    error terms: within ``~2u**2 (|c| + |m r|)``)."""
+    error terms: within ``~2u**2 (|c| + |m r|)``). A factor below ``2**-60`` is
+    scaled up by ``2**64`` and the other down first (exact), so that no partial
+    product of the split is subnormal (XLA flushes those to 0); if both are that
+    small, ``|m r| < 2**-120``."""
+    f = m.dtype.type
+    tiny = f(2.0**-60)
+    up = jnp.where(jnp.abs(m) < tiny, f(2.0**64), jnp.where(jnp.abs(r) < tiny, f(2.0**-64), f(1)))
+    m, r = m * up, r / up
     ph, pl = _tf.two_prod(m, r)
     pl = jnp.where(jnp.isfinite(ph), pl, jnp.zeros_like(pl))
     sh, sl = _tf.two_sum(c, ph)
@@ -253,6 +260,11 @@ def _price_logits(prices: Array, scale: Array) -> tuple[Array, Array]:
     float32, ε' up to ``ε (1 + 2un)``, 1.12 ε at ``n = 10**6``.
     """
     n = prices.shape[-1] - 1
+    # Prices below 2**-60 (the row's largest) times 2**64 and the scale divided by it
+    # (exact): their low halves would be subnormal in the revenue's products.
+    f = prices.dtype.type
+    up = jnp.where(jnp.max(jnp.abs(prices), axis=-1) < f(2.0**-60), f(2.0**64), f(1))
+    prices, scale = prices * up[:, None], scale / up
     count_h, count_l = _int_dd(n - jnp.arange(n + 1, dtype=jnp.int32), prices.dtype)
     rh, rl = _tf.two_prod(count_h[None, :], prices)
     revenue = _dd(rh, rl + count_l[None, :] * prices)  # count_l = 0 below n = 2**24

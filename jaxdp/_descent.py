@@ -128,13 +128,14 @@ def weights(scores: Array, row_max: Array, scale: Array, low: Array | None = Non
     """
     scale = scale[..., None]
     d_hi, d_lo = _logits.difference(scores, row_max[..., None])  # scores - max, exactly
+    if low is not None:
+        d_lo = d_lo + low
+    d_hi, d_lo, scale = _tf.balance(d_hi, d_lo, scale)  # no subnormal partial product
     dh, dl = _split(d_hi)
     ch, cl = _split(scale)
     big = dh * ch  # exact: 12 x 12 significant bits
     # exp(small) by a polynomial, not jnp.exp: XLA's simplifier would merge the two
     # exponentials into exp(big + small), rounding the sum (_tf.exp_small).
-    if low is not None:
-        d_lo = d_lo + low
     small = (dh * cl + dl * ch + dl * cl) + d_lo * scale
     # A -inf score gives big = -inf and small = NaN or -inf: weight 0.
     w = jnp.exp(big) * _tf.exp_small(small)
@@ -284,6 +285,10 @@ def _sort_lanes(hi: list, lo: list | None, idx: list) -> None:
             lanes[a], lanes[b] = jnp.where(swap, y, x), jnp.where(swap, x, y)
 
 
+#: :func:`_choose` scales its masses by this (exactly) before summing them.
+CHOOSE_SCALE = 2.0**64
+
+
 def _choose(key: PRNGKey, hi: list, lo: list | None) -> Array:
     """Index of the child drawn among :data:`K` lanes of non-negative double-float masses.
 
@@ -292,8 +297,13 @@ def _choose(key: PRNGKey, hi: list, lo: list | None) -> Array:
     are plain floats (low parts 0), which the sort skips: the same draws, with
     about 100 fewer operations per choice.
     """
-    hi = list(hi)
-    lo = None if lo is None else list(lo)
+    # Masses times 2**64 (exact: they are normal floats of at most ~2**43): a node of
+    # total below ~2**-78 would otherwise have subnormal partial products in its
+    # sums and in u * total, which XLA flushes to 0 (children's probabilities off by
+    # up to ~300u instead of the level's 2u). The draws are otherwise unchanged.
+    up = hi[0].dtype.type(CHOOSE_SCALE)
+    hi = [h * up for h in hi]
+    lo = None if lo is None else [low * up for low in lo]
     idx = [jnp.full(hi[0].shape, j, jnp.int32) for j in range(K)]
     _sort_lanes(hi, lo, idx)
     low_parts = [jnp.zeros_like(hi[0])] * K if lo is None else lo

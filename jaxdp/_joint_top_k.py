@@ -288,7 +288,7 @@ def group_weights(c_sorted: Array, scale: Array, k: int) -> tuple[Array, Array]:
 
     # -scale E = big + small exactly, big = fl(d_hi scale) (TwoProduct).
     d_hi, d_lo = -e_hi, -e_lo
-    c = scale[:, None, None]
+    d_hi, d_lo, c = _tf.balance(d_hi, d_lo, scale[:, None, None])  # no subnormal products
     big, big_lo = _tf.two_prod(d_hi, c)
     small = big_lo + d_lo * c
     # Weights below e**-(2**100) are 0 in any precision (counted in δ').

@@ -50,7 +50,7 @@ from ._logits import clip_scale
 from ._noisy_kernels import round_down_scale
 from ._rows import broadcast_batch, even_chunks, map_steps, split_shape
 from ._threefry import fast_key
-from ._twofloat import exp_small, two_prod, two_sum
+from ._twofloat import balance, exp_small, two_prod, two_sum
 from ._typing import Array, PRNGKey
 
 
@@ -76,6 +76,7 @@ def combined_logits(scores: Array, log_measure: Array, scale: Array) -> tuple[Ar
     s = jnp.where(live, scores, m)  # dead outcomes: any finite value, masked below
     lam = jnp.where(live, log_measure, ref)
     d_hi, d_lo = two_sum(s, -m)  # s - m, exactly
+    d_hi, d_lo, c = balance(d_hi, d_lo, c)  # no subnormal partial product
     p, e = two_prod(d_hi, c)  # d_hi * c, exactly
     l_hi, l_lo = two_sum(lam, -ref)  # lambda - ref, exactly
     approx = jnp.where(live, p + l_hi, neg_inf)

@@ -64,7 +64,7 @@ from ._logits import Logits, clip_scale
 from ._rows import even_chunks, map_steps, split_shape
 from ._rows import largest_divisor as _largest_divisor
 from ._threefry import fast_key
-from ._twofloat import two_prod, two_sum
+from ._twofloat import balance, two_prod, two_sum
 from ._typing import Array, PRNGKey
 
 #: Logits are clipped at this distance below the row maximum (logit units).
@@ -100,12 +100,14 @@ def race_rates(scores: Array, row_max: Array, scale: Array) -> Array:
     """
     f = scores.dtype.type
     d_hi, d_lo = two_sum(row_max, -scores)  # d_hi + d_lo == row_max - scores exactly
+    infinite = d_hi == jnp.inf
+    d_hi, d_lo, scale = balance(d_hi, d_lo, scale)  # no subnormal partial product
     # The product's error term is exact (halves of 12 bits); the remainder is ~2**-11
     # of t, so its roundings are negligible.
     t_hi, t_err = two_prod(d_hi, scale)
     t_lo = t_err + d_lo * scale
     floor = f(LOGIT_FLOOR)
-    clipped = (t_hi > floor) | ((t_hi == floor) & (t_lo >= 0)) | (d_hi == jnp.inf)
+    clipped = (t_hi > floor) | ((t_hi == floor) & (t_lo >= 0)) | infinite
     e = jnp.exp(jnp.minimum(t_hi, floor))
     rate = jnp.where(clipped, f(np.exp(np.float64(LOGIT_FLOOR))), e + e * t_lo)
     return jnp.where(scores == -jnp.inf, f(jnp.inf), rate)

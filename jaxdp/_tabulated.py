@@ -108,8 +108,10 @@ PRODUCT_FLOOR = 2.0**-64
 COMPACT_BLOCK = 64
 
 #: Weights of :func:`_top_split`'s table below this are set to 0 (their total is
-#: below ``(n + 1) 2**-100``, counted in δ').
-FIRST_FLOOR = 2.0**-100
+#: below ``(n + 1) 2**-76``, counted in δ'). Above it every double-float low word
+#: and partial product of the weights is a normal float (at ``2**-100`` they were
+#: not, and XLA flushes subnormals to 0: up to 1.6u against the u + 8nu**2 bound).
+FIRST_FLOOR = 2.0**-76
 
 
 # ----------------------------------------------------------------------------- nodes

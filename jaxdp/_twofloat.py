@@ -43,6 +43,38 @@ def two_prod(a: Array, b: Array) -> tuple[Array, Array]:
     return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
 
 
+def balance(d_hi: Array, d_lo: Array, c: Array) -> tuple[Array, Array, Array]:
+    """``(d_hi, d_lo, c)`` rescaled by exact powers of two so that the products of
+    the gap ``d = d_hi + d_lo`` with the scale ``c`` keep every partial product of
+    :func:`two_prod` (or of :func:`split` halves) normal.
+
+    XLA flushes subnormals to 0. For a scale ``c`` below ``2**-103`` (float32) the
+    low half of ``c`` is subnormal, and for ``c`` above ``2**102`` so is the low
+    half of any gap small enough to matter: either way a split product loses up to
+    ``2**-11`` of itself. So where ``c < 2**-60`` (float64: ``2**-480``) this
+    returns ``(d 2**-64, c 2**64)``, where ``c > 2**60`` ``(d 2**64, c 2**-64)``
+    (``2**512`` in float64), else the inputs unchanged; ``c`` broadcasts against
+    ``d`` (one scale per row). Every product ``d c`` is the same real number,
+    except that (a) a gap that underflows had ``|d c| < 2**-122``, and (b) a gap
+    scaled up beyond ``2**60`` (``2**500``) is clipped there: then ``|d c|`` was
+    above ``2**56`` (``2**468``), a weight of 0 before and after, and the clipped
+    product stays finite. Infinite gaps stay infinite unless clipped.
+    """
+    f = c.dtype.type
+    if c.dtype == jnp.float64:
+        limit, k, cap = 2.0**480, 2.0**512, 2.0**500
+    else:
+        limit, k, cap = 2.0**60, 2.0**64, 2.0**60
+    small, large = c < f(1 / limit), c > f(limit)
+    up = jnp.where(small, f(k), jnp.where(large, f(1 / k), f(1)))
+    down = jnp.where(small, f(1 / k), jnp.where(large, f(k), f(1)))
+    hi, lo = d_hi * down, d_lo * down
+    clip = large & (jnp.abs(hi) > f(cap))
+    hi = jnp.where(clip, jnp.clip(hi, f(-cap), f(cap)), hi)
+    lo = jnp.where(clip, jnp.zeros_like(lo), lo)
+    return hi, lo, c * up
+
+
 # ----------------------------------------------------------------------------- double-float
 #
 # A double-float is a pair ``(hi, lo)`` of floats with ``|lo| <= ulp(hi) / 2``:

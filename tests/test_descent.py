@@ -275,3 +275,52 @@ def test_compiled_weights_are_exact_to_a_few_ulp():
         exact = np.exp(s.astype(np.float64) * np.float64(np.float32(scale)))
         normal = exact > math.exp(-87)
         assert np.abs(w[normal] / exact[normal] - 1).max() <= 6 * 2.0**-24, scale
+
+
+def _choose_boundaries(masses):
+    """The implemented probabilities of each child of ``_choose`` on nodes ``masses``
+    ``(T, K)`` (distinct, ascending): the uniform it compares is replaced by a given
+    value, and each boundary between consecutive children found by bisection on it."""
+    t, k = masses.shape
+
+    def chosen(m, uh, ul):
+        real = _descent._uniform_dd
+        _descent._uniform_dd = lambda key, shape, dtype: (uh, ul)
+        try:
+            return _descent._choose(jax.random.key(0), [m[:, j] for j in range(k)], None)
+        finally:
+            _descent._uniform_dd = real
+
+    run = jax.jit(chosen)
+    m = jnp.asarray(masses, jnp.float32)
+    lo, hi = np.zeros((k, t)), np.ones((k, t))
+    for _ in range(60):  # u where the choice passes child j: below it, a child <= j
+        mid = (lo + hi) / 2
+        uh = mid.astype(np.float32)
+        ul = (mid - uh.astype(np.float64)).astype(np.float32)
+        at_most = (
+            np.stack([np.asarray(run(m, jnp.asarray(uh[j]), jnp.asarray(ul[j]))) for j in range(k)])
+            <= np.arange(k)[:, None]
+        )
+        hi, lo = np.where(at_most, hi, mid), np.where(at_most, mid, lo)
+    edges = np.concatenate([np.zeros((1, t)), lo[:-1], np.ones((1, t))])
+    return np.diff(edges, axis=0).T
+
+
+@pytest.mark.parametrize("log_mass", [-20.0, -75.0, -86.0])
+def test_choose_is_exact_for_tiny_nodes(log_mass, monkeypatch):
+    """Each child's probability at a node within the level's budget 2u, also where all
+    the node's masses are near e**-80 (their sums and u * total would have subnormal
+    partial products, flushed to 0 by XLA, without the exact 2**64 scaling); with the
+    scaling removed the same check fails there."""
+    rng = np.random.default_rng(3)
+    k = _descent.K
+    masses = np.sort(np.exp(log_mass) * rng.uniform(1, 2.5, (200, k)), axis=1).astype(np.float32)
+    exact = masses.astype(np.float64) / masses.astype(np.float64).sum(1, keepdims=True)
+    rel = np.abs(_choose_boundaries(masses) / exact - 1).max()
+    assert rel <= 2 * 2.0**-24, rel
+    if log_mass < -70:
+        monkeypatch.setattr(_descent, "CHOOSE_SCALE", 1.0)
+        jax.clear_caches()
+        assert np.abs(_choose_boundaries(masses) / exact - 1).max() > 2 * 2.0**-24
+        jax.clear_caches()

@@ -335,6 +335,12 @@ def _first_stage_rows():
     isolated = np.exp(-30 - rng.exponential(2, size=1000)).astype(np.float32)
     isolated[3] = 1  # X* at its cap 1 / max(B, sqrt(B)): the linear region is huge
     rows["isolated1000"] = isolated
+    # weights just above the floor: a top, a crowd (X* ~ 2/3), and a tail whose
+    # double-float low words would be subnormal at a floor of 2**-100
+    for lo, hi in ((96.8, 98.4), (74.0, 76.5)):
+        tail = np.exp2(-rng.uniform(lo, hi, 1000)).astype(np.float32)
+        tail[:4] = [1.0, 0.6, 0.5, 0.4]
+        rows[f"tail_2^-{lo:g}"] = tail
     return rows
 
 
@@ -376,8 +382,10 @@ def test_first_stage_table_check_can_fail(monkeypatch):
         return out, jnp.zeros_like(out)
 
     monkeypatch.setattr(_tabulated, "_prefix_products", float32_products)
+    jax.clear_caches()  # _top_split's compiled program holds the real products
     with pytest.raises(AssertionError):
         _check_first_stage(_first_stage_rows()["random1000"])
+    jax.clear_caches()
 
 
 CONDITIONED_ROWS = [

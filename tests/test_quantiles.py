@@ -8,6 +8,7 @@ import math
 
 import chex
 import jax
+import jax.extend.core as jax_core
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from jax.experimental import checkify
 from laws import assert_matches_cdf, assert_matches_law
 
 import jaxdp
+from jaxdp import _quantiles
 
 KEY = jax.random.key(0)
 DRAWS = 200_000
@@ -347,3 +349,32 @@ def test_exact_targets_compiled():
             # the float32 of before: n and d rounded to float32, far off
             old = np.abs(d.astype(np.float32).astype(np.float64) - np.float32(n) * g)
             assert max(abs(exact(o) - e) for o, e in zip(old, exact_gaps, strict=True)) > 0.4
+
+
+def _count(jaxpr, name):
+    """Equations named ``name`` in ``jaxpr`` and every sub-jaxpr."""
+    return sum(
+        (eqn.primitive.name == name)
+        + sum(_count(s, name) for s in jax_core.jaxprs_in_params(eqn.params))
+        for eqn in jaxpr.eqns
+    )
+
+
+def test_forward_level_is_one_scan_of_log_n_rounds():
+    """Each level of the forward table runs its three log-semiring scans in one loop
+    (a (3, N) stack): on a GPU that is a third of the sequential steps."""
+    n_int, m = 1000, 4
+    jaxpr = jax.make_jaxpr(_quantiles._forward)(
+        jnp.zeros(n_int),
+        jnp.float32(1.0),
+        jnp.arange(m + 1, dtype=jnp.int32) * 100,
+        jnp.zeros(m + 1),
+    ).jaxpr
+    # the levels' scan, and inside it one Hillis-Steele loop (a fori_loop: a scan)
+    levels = [e for e in jaxpr.eqns if e.primitive.name == "scan"]
+    assert len(levels) == 1
+    assert (
+        _count(levels[0].params["jaxpr"].jaxpr, "scan")
+        + _count(levels[0].params["jaxpr"].jaxpr, "while")
+        == 1
+    )

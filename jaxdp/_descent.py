@@ -285,25 +285,23 @@ def _sort_lanes(hi: list, lo: list | None, idx: list) -> None:
             lanes[a], lanes[b] = jnp.where(swap, y, x), jnp.where(swap, x, y)
 
 
-#: :func:`_choose` scales its masses by this (exactly) before summing them.
-CHOOSE_SCALE = 2.0**64
+#: Nodes of the descent below this total (the row's largest weight is 1) are drawn
+#: without the level's 2u bound (:func:`_choose`); ``2**-916`` in float64.
+TINY_NODE = 2.0**-78
 
 
 def _choose(key: PRNGKey, hi: list, lo: list | None) -> Array:
     """Index of the child drawn among :data:`K` lanes of non-negative double-float masses.
 
     Sorted ascending, accumulated, compared with a 64-bit uniform times the
-    total; never a child of mass 0 while one is positive. ``lo`` None: the masses
+    total; never a child of mass 0 while one is positive. A node whose total is
+    below :data:`TINY_NODE` of the row's largest weight has subnormal partial
+    products (flushed to 0 by XLA): its children are then drawn to about 300u
+    rather than 2u, which :func:`guarantee` counts in δ' (every outcome below such
+    a node has probability below ``TINY_NODE``). ``lo`` None: the masses
     are plain floats (low parts 0), which the sort skips: the same draws, with
     about 100 fewer operations per choice.
     """
-    # Masses times 2**64 (exact: they are normal floats of at most ~2**43): a node of
-    # total below ~2**-78 would otherwise have subnormal partial products in its
-    # sums and in u * total, which XLA flushes to 0 (children's probabilities off by
-    # up to ~300u instead of the level's 2u). The draws are otherwise unchanged.
-    up = hi[0].dtype.type(CHOOSE_SCALE)
-    hi = [h * up for h in hi]
-    lo = None if lo is None else [low * up for low in lo]
     idx = [jnp.full(hi[0].shape, j, jnp.int32) for j in range(K)]
     _sort_lanes(hi, lo, idx)
     low_parts = [jnp.zeros_like(hi[0])] * K if lo is None else lo
@@ -532,8 +530,9 @@ def guarantee(
     Descent: ``ε' = ε + 4 a`` with ``a = 2 (2 u_exp + 2u) + (K - 1) u + (L + 1)
     2**-23`` (the weights counted once when given rather than recomputed; ``u_exp =
     4u``, :data:`EXP_ERROR_U`; the leaves' float32 block sums; ``L + 1`` levels),
-    and ``δ' = (L + 1) (K - 1) 2**-40 + n e**-87`` (children of share below
-    2**-40, and weights below float32's normal range; ``e**-708`` in float64). Alias table:
+    and ``δ' = (L + 1) (K - 1) 2**-40 + n (e**-87 + 2**-78)`` (children of share
+    below 2**-40, weights below float32's normal range, and outcomes below a node
+    of total under :data:`TINY_NODE`; ``e**-708 + 2**-916`` in float64). Alias table:
     :func:`jaxdp._alias.guarantee`, plus the same ``n e**-87``. Hybrid: the
     descent's with its ``L`` upper levels replaced by an alias table over the
     ``ceil(n / K)`` block sums, ``a = 2 (2 u_exp + 2u) + (K - 1) u +
@@ -548,13 +547,14 @@ def guarantee(
     if np.dtype(dtype) == np.float64:
         w_err = (2 if recomputed else 1) * weight_error(dtype)
         a = w_err + (K - 1) * u * (levels > 1) + levels * 2.0**-52
-        delta = levels * (K - 1) * 2.0**-80 + n * math.exp(-708)
+        delta = levels * (K - 1) * 2.0**-80 + n * (math.exp(-708) + 2.0**-916)
         return epsilon + 4 * a, delta
     # weights (weight_error, 10u; twice when the leaves are recomputed from the
     # scores, as sample_scores does, once when given as weights, as sample), the
     # leaves' float32 block sums ((K - 1) u), each level's choice.
     w_err = (2 if recomputed else 1) * weight_error(dtype)
-    tiny = n * math.exp(-87)
+    # weights below the normal range, and outcomes below a tiny node (_choose)
+    tiny = n * (math.exp(-87) + TINY_NODE)
     a = w_err + (K - 1) * u * (levels > 1) + levels * 2.0**-23
     bounds = [(epsilon + 4 * a, levels * (K - 1) * SHARE_FLOOR + tiny)]
     if _alias.log2_columns(n) > _alias.MAX_LOG2_COLUMNS:

@@ -58,21 +58,24 @@ def balance(d_hi: Array, d_lo: Array, c: Array) -> tuple[Array, Array, Array]:
     except that (a) a gap that underflows had ``|d c| < 2**-122``, and (b) a gap
     scaled up beyond ``2**60`` (``2**500``) is clipped there: then ``|d c|`` was
     above ``2**56`` (``2**468``), a weight of 0 before and after, and the clipped
-    product stays finite. Infinite gaps stay infinite unless clipped.
+    product stays finite (its low part is clipped to ``2**40``, ``2**460``).
+    Infinite gaps stay infinite unless clipped.
     """
     f = c.dtype.type
     if c.dtype == jnp.float64:
-        limit, k, cap = 2.0**480, 2.0**512, 2.0**500
+        limit, k, cap, lo_cap = 2.0**480, 2.0**512, 2.0**500, 2.0**460
     else:
-        limit, k, cap = 2.0**60, 2.0**64, 2.0**60
+        limit, k, cap, lo_cap = 2.0**60, 2.0**64, 2.0**60, 2.0**40
     small, large = c < f(1 / limit), c > f(limit)
-    up = jnp.where(small, f(k), jnp.where(large, f(1 / k), f(1)))
+    # Per row (c's shape); per element only two products and two clips. The low part
+    # is clipped too, so that no product with the scale overflows (an unclipped low
+    # part is at most u |hi| <= 2**36 there).
     down = jnp.where(small, f(1 / k), jnp.where(large, f(k), f(1)))
-    hi, lo = d_hi * down, d_lo * down
-    clip = large & (jnp.abs(hi) > f(cap))
-    hi = jnp.where(clip, jnp.clip(hi, f(-cap), f(cap)), hi)
-    lo = jnp.where(clip, jnp.zeros_like(lo), lo)
-    return hi, lo, c * up
+    top = jnp.where(large, f(cap), f(jnp.inf))
+    top_lo = jnp.where(large, f(lo_cap), f(jnp.inf))
+    hi = jnp.clip(d_hi * down, -top, top)
+    lo = jnp.clip(d_lo * down, -top_lo, top_lo)
+    return hi, lo, c * jnp.where(small, f(k), jnp.where(large, f(1 / k), f(1)))
 
 
 # ----------------------------------------------------------------------------- double-float

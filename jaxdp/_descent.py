@@ -461,6 +461,21 @@ def _plan(n: int, num_draws: int, num_rows: int) -> Callable[[str], tuple[str, i
     return plan
 
 
+#: The kernels index a row's entries as ``row * width + column`` in int32.
+MAX_ENTRIES = 2**31 - 1
+
+
+def _check_size(num_rows: int, n: int) -> None:
+    """A clear error for a batch the int32 flat indices cannot address (a shape, not
+    data: raised at trace time, the same for every dataset of that shape)."""
+    if num_rows * (level_sizes(n)[0] + K) > MAX_ENTRIES:
+        raise ValueError(
+            f"scores of {num_rows} rows x {n} outcomes ({num_rows * n:.3g} entries) are "
+            f"more than the categorical kernel addresses (2**31 - 1, padding "
+            f"included): split the rows (or the draws' batch) into several calls"
+        )
+
+
 def sample(key: PRNGKey, w: Array, num_draws: int) -> tuple[Array, Array]:
     """Draws for weights ``w`` ``(R, n)``: ``(num_draws, R)`` int32 indices and the
     rows' validity (a positive, finite total).
@@ -470,6 +485,7 @@ def sample(key: PRNGKey, w: Array, num_draws: int) -> tuple[Array, Array]:
     bounds all three.
     """
     num_rows, n = w.shape
+    _check_size(num_rows, n)
 
     def build(plan: tuple[str, int]) -> Callable[[PRNGKey, Array], tuple[Array, Array]]:
         how, depth = plan
@@ -497,6 +513,7 @@ def sample_scores(
     XLA to round it differently there, each is still within the weights' error
     of exact, which :func:`guarantee` counts twice)."""
     num_rows, n = scores.shape
+    _check_size(num_rows, n)
 
     def build(plan: tuple[str, int]) -> Callable[..., tuple[Array, Array]]:
         how, depth = plan

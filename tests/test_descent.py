@@ -328,3 +328,21 @@ def test_guarantee_counts_tiny_nodes_in_delta():
     for n in (10, 1000, 10**6):
         _, delta = _descent.guarantee(n, 1.0)
         assert delta >= n * (_descent.TINY_NODE + math.exp(-87))
+
+
+def test_batch_beyond_int32_indices_is_a_clear_error():
+    """A batch of more entries than int32 flat indices address raises a ValueError
+    naming the sizes at trace time (was an OverflowError deep in the kernel); one
+    below the limit traces."""
+    spec = jax.ShapeDtypeStruct
+
+    def call(shape):
+        return jax.eval_shape(
+            lambda k, x: jaxdp.exponential(k, x, epsilon=1.0, sensitivity=1.0),
+            jax.random.key(0),
+            spec(shape, jnp.float32),
+        )
+
+    with pytest.raises(ValueError, match=r"30000 rows x 100000 outcomes.*2\*\*31"):
+        call((30000, 100000))
+    assert call((20000, 100000)).shape == (20000,)

@@ -42,7 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _checks, _descent, _logits, _rows, _threefry, _top_k
+from . import _checks, _descent, _logits, _rows, _threefry, _top_k, _tuning
 from . import _twofloat as _tf
 from ._debug_check import debug_check
 from ._typing import Array, ArrayLike, PRNGKey
@@ -233,6 +233,56 @@ def _errors(c_i: Array, c_j: Array) -> tuple[Array, Array]:
     return e_hi, jnp.where(jnp.isfinite(e_hi), e_lo, jnp.zeros_like(e_lo))
 
 
+#: The most positions whose counts one step of :func:`_count_products` searches at
+#: once on a GPU (their products are then unrolled in the step).
+MAX_COUNT_BLOCK = 64
+
+
+def count_block(num_rows: int, k: int, n: int, platform: str | None = None) -> int:
+    """Positions per step of :func:`_count_products`: 1 on CPU (one search a step);
+    on a GPU as many as ``jaxdp._tuning.RACE_CHUNK`` values allow, up to
+    :data:`MAX_COUNT_BLOCK`, so that ``k`` positions take ``k / per`` steps of the
+    search's ``n.bit_length()`` rounds rather than ``k`` of them."""
+    if _tuning.kind(platform) == "cpu":
+        return 1
+    return max(1, min(k, MAX_COUNT_BLOCK, _tuning.race_chunk(platform) // (num_rows * k * n)))
+
+
+def _count_products(c_sorted: Array, e_hi: Array, e_lo: Array, *, k: int, per: int):
+    """The groups' count products ``prod_p (|A_p| - p)`` ``(R, k, n)`` as a normalised
+    double-float mantissa and an exponent, one position after the other (the same
+    arithmetic for any ``per``); each step searches the counts of ``per`` positions
+    at once (:func:`count_block`)."""
+    num_rows, n = c_sorted.shape
+    dtype = c_sorted.dtype
+    flat = c_sorted.reshape(-1)
+    base = (jnp.arange(num_rows, dtype=jnp.int32) * n)[:, None, None]
+    pos_i = jnp.arange(k, dtype=jnp.int32)[None, :, None]
+
+    def counts(ps: Array) -> Array:  # positions ps (per,): (per, R, k, n)
+        p = ps[:, None, None, None]
+        cp = jnp.take(c_sorted, jnp.minimum(ps, n - 1), axis=1).T[:, :, None, None]
+        base_p = jnp.broadcast_to(base[None], (per, num_rows, 1, 1))
+        count = _search(flat, n, base_p, cp, e_hi[None], e_lo[None], p < pos_i[None]) - p
+        count = jnp.where(p == pos_i[None], 1, jnp.maximum(count, 0))
+        return jnp.where(p < k, count, 1)  # padding positions: a factor 1
+
+    def add_block(carry, b):
+        mh, ml, x = carry
+        block = counts(b * per + jnp.arange(per, dtype=jnp.int32))
+        for j in range(per):
+            fh, fl = _count_as_pair(block[j], n, dtype)
+            mh, ml = _tf.dd_mul(mh, ml, fh, fl)
+            e, inv = _exponent(jnp.where(mh > 0, mh, jnp.ones_like(mh)))
+            mh, ml, x = mh * inv, ml * inv, x + e
+        return (mh, ml, x), None
+
+    one = jnp.ones(e_hi.shape, dtype)
+    init = (one, jnp.zeros_like(one), jnp.zeros(e_hi.shape, jnp.int32))
+    steps = jnp.arange(-(-k // per), dtype=jnp.int32)
+    return jax.lax.scan(add_block, init, steps)[0]
+
+
 def group_weights(c_sorted: Array, scale: Array, k: int) -> tuple[Array, Array]:
     """Weights ``(R, k, n)`` of the groups ``(i, j)`` and the row exponents ``T`` ``(R,)``.
 
@@ -260,29 +310,19 @@ def group_weights(c_sorted: Array, scale: Array, k: int) -> tuple[Array, Array]:
     """
     num_rows, n = c_sorted.shape
     dtype = c_sorted.dtype
-    flat = c_sorted.reshape(-1)
     c_i = c_sorted[:, :k, None]  # (R, k, 1)
     c_j = c_sorted[:, None, :]  # (R, 1, n)
     e_hi, e_lo = _errors(c_i, c_j)  # (R, k, n)
-    base = (jnp.arange(num_rows, dtype=jnp.int32) * n)[:, None, None]
-    pos_i = jnp.arange(k, dtype=jnp.int32)[None, :, None]
-
-    def add_position(carry, p):
-        mh, ml, x = carry
-        cp = jax.lax.dynamic_index_in_dim(c_sorted, p, axis=1, keepdims=False)[:, None, None]
-        count = _search(flat, n, base, cp, e_hi, e_lo, p < pos_i) - p
-        count = jnp.where(p == pos_i, 1, jnp.maximum(count, 0))
-        fh, fl = _count_as_pair(count, n, dtype)
-        mh, ml = _tf.dd_mul(mh, ml, fh, fl)
-        e, inv = _exponent(jnp.where(mh > 0, mh, jnp.ones_like(mh)))
-        return (mh * inv, ml * inv, x + e), None
-
-    one = jnp.ones(e_hi.shape, dtype)
-    init = (one, jnp.zeros_like(one), jnp.zeros(e_hi.shape, jnp.int32))
     if k > 1:
-        (mh, ml, x), _ = jax.lax.scan(add_position, init, jnp.arange(k, dtype=jnp.int32))
+
+        def plan(kind: str) -> int:
+            return count_block(num_rows, k, n, kind)
+
+        build = lambda per: partial(_count_products, k=k, per=per)  # noqa: E731
+        mh, ml, x = _tuning.staged(plan, build, c_sorted, e_hi, e_lo)
     else:
-        mh, ml, x = init
+        mh = jnp.ones(e_hi.shape, dtype)
+        ml, x = jnp.zeros_like(mh), jnp.zeros(e_hi.shape, jnp.int32)
     e, inv = _exponent(mh)  # k == 1: mh == 1
     mh, ml, x = mh * inv, ml * inv, x + e
 

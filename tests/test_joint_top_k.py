@@ -320,3 +320,34 @@ def test_fill_steps_hold_no_loop():
     fills = [s for s in _scans_of_length(jaxpr, k) if _holds(s, "random_bits")]
     # (the search's fori_loop has a static trip count: it is a scan)
     assert fills and not any(_holds(s, "while") or _holds(s, "scan") for s in fills)
+
+
+@pytest.mark.parametrize(("rows", "n", "k"), [(1, 50, 5), (3, 200, 10), (2, 64, 64)])
+def test_count_products_blocked_equal_one_at_a_time(rows, n, k):
+    """The GPU's blocked count products (several positions searched per step, the
+    products unrolled in order, padding positions a factor 1) equal the CPU's one
+    position a step, bit for bit (the mantissas everywhere, the exponents where the
+    group is not empty)."""
+    rng = np.random.default_rng(rows * n + k)
+    c = -np.sort(-rng.normal(size=(rows, n)).astype(np.float32) * 3, axis=1)
+    c[:, -2:] = -np.inf
+    c[:, 1] = c[:, 0]  # a tie at the top
+    cs = jnp.asarray(c)
+    e_hi, e_lo = jtk._errors(cs[:, :k, None], cs[:, None, :])
+    one = jtk._count_products(cs, e_hi, e_lo, k=k, per=1)
+    live = np.asarray(one[0]) > 0
+    for per in (2, 3, k):
+        blocked = jtk._count_products(cs, e_hi, e_lo, k=k, per=per)
+        np.testing.assert_array_equal(np.asarray(blocked[0]), np.asarray(one[0]))
+        np.testing.assert_array_equal(np.asarray(blocked[1]), np.asarray(one[1]))
+        np.testing.assert_array_equal(np.asarray(blocked[2])[live], np.asarray(one[2])[live])
+
+
+def test_count_block_rule():
+    """One position a step on CPU; on a GPU as many as RACE_CHUNK allows, at most 64:
+    k = 100 over 10**5 candidates takes 8 steps of the search, not 100."""
+    assert jtk.count_block(1, 100, 10**5, "cpu") == 1
+    per = jtk.count_block(1, 100, 10**5, "cuda")
+    assert 8 <= per <= jtk.MAX_COUNT_BLOCK and -(-100 // per) <= 8
+    assert jtk.count_block(1, 1000, 10**4, "cuda") >= 8
+    assert jtk.count_block(10**4, 100, 10**5, "cuda") == 1  # 1e11 values: one at a time

@@ -173,15 +173,9 @@ def _scaled_gap(u: tuple[Array, Array], best: Array, scale: Array) -> tuple[Arra
 
 def _affine(c: Array, m: Array, r: Array) -> tuple[Array, Array]:
     """``c + m r`` as a double-float (exact products and sums, one rounding of the
-    error terms: within ``~2u**2 (|c| + |m r|)``). A factor below ``2**-60`` is
-    scaled up by ``2**64`` and the other down first (exact), so that no partial
-    product of the split is subnormal (XLA flushes those to 0); if both are that
-    small, ``|m r| < 2**-120``."""
-    f = m.dtype.type
-    tiny = f(2.0**-60)
-    up = jnp.where(jnp.abs(m) < tiny, f(2.0**64), jnp.where(jnp.abs(r) < tiny, f(2.0**-64), f(1)))
-    m, r = m * up, r / up
-    ph, pl = _tf.two_prod(m, r)
+    error terms: within ``~2u**2 (|c| + |m r|)``). The factors are rescaled first
+    (:func:`jaxdp._twofloat.unflush`), so that no partial product is subnormal."""
+    ph, pl = _tf.two_prod(*_tf.unflush(m, r))
     pl = jnp.where(jnp.isfinite(ph), pl, jnp.zeros_like(pl))
     sh, sl = _tf.two_sum(c, ph)
     return _dd(sh, sl + pl)

@@ -149,7 +149,7 @@ def _noisy_max_impl(key, scores, epsilon, sensitivity, *, monotonic, shape, nois
     draws_per_row = _rows.split_shape(shape, logits.batch)[0]
 
     def plan(kind: str) -> bool:
-        return _tuning.use_table(noise, draws_per_row, logits.n, kind)
+        return _tabulated.use_table(noise, draws_per_row, logits.n, kind)
 
     def build(tabulate: bool) -> Callable[[PRNGKey, _logits.Logits], tuple[Array, Array]]:
         def run(key: PRNGKey, logits: _logits.Logits) -> tuple[Array, Array]:

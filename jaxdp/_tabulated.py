@@ -94,7 +94,7 @@ from ._noisy_kernels import _first_argmin
 from ._random import _unit64, bits64
 from ._rows import flatten_batch, flatten_rows, split_shape
 from ._threefry import fast_key
-from ._twofloat import split, two_sum
+from ._twofloat import split, two_sum, unflush
 from ._typing import Array, PRNGKey
 
 #: Acceptance probabilities are clipped below at ``e**-LOGIT_FLOOR``, as the race's rates.
@@ -490,8 +490,7 @@ def _top_split(p: Array):
     # a_j X* from exact power-of-two rescalings of both: a_j may be e**-80, whose low
     # half is subnormal (XLA flushes it to 0, a 2**-12 relative error), while X* is
     # at least ~u or exactly 0 (tied tops), so X* 2**-64 stays normal.
-    big = f(2.0**64)
-    ph, pe = _prod(rest * big, jnp.broadcast_to(x_star / big, rest.shape))
+    ph, pe = _prod(*unflush(rest, jnp.broadcast_to(x_star, rest.shape)))
     ph, pl = _fast_sum(ph, pe)
     dh, dl = two_sum(jax.lax.optimization_barrier(jnp.full_like(rest, 2)), -rest)
     pih, pil = _div(ph, pl, dh, dl)  # pi_j = a_j X* / (2 - a_j)
@@ -579,10 +578,11 @@ def _below_top(key: PRNGKey, p: Array, idx: Array) -> Array:
     return _tuning.staged(plan, build, key, p, flat).reshape(shape)
 
 
-def use_table(noise: str, draws_per_row: int, n: int) -> bool:
+def use_table(noise: str, draws_per_row: int, n: int, platform: str | None = None) -> bool:
     """Whether :func:`draw` (tabulate, then the categorical kernel) is used for these
-    static sizes: :func:`jaxdp._tuning.use_table` (a cost model)."""
-    return _tuning.use_table(noise, draws_per_row, n)
+    static sizes on ``platform`` (default: the default backend):
+    :func:`jaxdp._tuning.use_table` (a cost model)."""
+    return _tuning.use_table(noise, draws_per_row, n, platform)
 
 
 def draw(key: PRNGKey, logits: Logits, shape: tuple[int, ...], noise: str) -> tuple[Array, Array]:

@@ -78,6 +78,20 @@ def balance(d_hi: Array, d_lo: Array, c: Array) -> tuple[Array, Array, Array]:
     return hi, lo, c * jnp.where(small, f(k), jnp.where(large, f(1 / k), f(1)))
 
 
+def unflush(a: Array, b: Array) -> tuple[Array, Array]:
+    """The factors of a product ``a b`` rescaled by exact powers of two so that no
+    partial product of a split product of them is subnormal (XLA flushes those
+    to 0, losing up to ``2**-11`` of the product): where ``|a| < 2**-60``,
+    ``(a 2**64, b 2**-64)``; else where ``|b| < 2**-60``, ``(a 2**-64, b 2**64)``;
+    else unchanged. The product is the same real number unless both factors are
+    that small (then ``|a b| < 2**-120``). Per element; for one factor per row and
+    a gap, see :func:`balance`."""
+    f = a.dtype.type
+    tiny = f(2.0**-60)
+    up = jnp.where(jnp.abs(a) < tiny, f(2.0**64), jnp.where(jnp.abs(b) < tiny, f(2.0**-64), f(1)))
+    return a * up, b / up
+
+
 # ----------------------------------------------------------------------------- double-float
 #
 # A double-float is a pair ``(hi, lo)`` of floats with ``|lo| <= ulp(hi) / 2``:

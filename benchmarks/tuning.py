@@ -17,6 +17,9 @@ calling anything else than the public samplers. Rows:
 * ``band_b1_n<n>_s<S>``: one row in the hybrid's first band, each deeper depth
   timed against depth 1, with the draws per column of the depth-1 table: where
   depth 2 beats it (``HYBRID["band_deeper_below"]``).
+* ``rows_b<B>_n<n>_s<S>``: ``exponential`` under the default layout rule, its
+  descent walked flat (``(S * B, 1)``) against walked as ``(S, B)``: below how
+  many rows the flat walk pays (``FLAT_BELOW_ROWS``).
 * ``race_chunk_<c>_b<B>_n<n>_s<S>``: Laplace ``report_noisy_max`` (forced to the race) with
   ``RACE_CHUNK`` = ``c`` against the current value (``RACE_CHUNK``).
 * ``table_chunk_<c>_n<n>``: the permute-and-flip table with ``TABLE_CHUNK`` =
@@ -57,6 +60,7 @@ GRID = {
         "layout": [(1, 1000, (0.25, 1, 4)), (256, 64, (1, 4))],
         "depth": [(1, 10**5, (10**4,))],
         "band": [(1, 10**4, (5000, 16000))],
+        "rows": [(4, 10**4, 2000), (12, 1000, 256), (64, 1000, 1000)],
         "race": [(1, 1000, 1 << 14), (1024, 1000, 1)],
         "chunks": (1 << 16, 1 << 20),
         "table_n": (512,),
@@ -102,6 +106,25 @@ GRID = {
             (1, 30000, (10**4, 24000, 32000, 40000)),
             (1, 10**5, (50000, 10**5)),
         ],
+        # (rows B, candidates n, draws per row): the flat walk against the rows walk
+        "rows": [
+            (2, 1000, 256),
+            (2, 1000, 1024),
+            (4, 1000, 256),
+            (4, 1000, 1024),
+            (4, 10**4, 2000),
+            (4, 10**5, 10**4),
+            (8, 4096, 1024),
+            (8, 4096, 2048),
+            (12, 1000, 256),
+            (12, 1000, 1024),
+            (16, 1024, 256),
+            (16, 1024, 1024),
+            (32, 10**4, 1000),
+            (64, 1000, 100),
+            (64, 1000, 1000),
+            (256, 256, 64),
+        ],  # fmt: skip
         "race": [(1, 1000, 1 << 16), (1024, 1000, 1), (16, 100, 1 << 12)],
         "chunks": (1 << 14, 1 << 16, 1 << 20, 1 << 22),
         "table_n": (1000, 2048),
@@ -314,6 +337,37 @@ def band_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
     return rows
 
 
+def rows_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
+    """The descent walked flat against walked as ``(draws, rows)``, under the default
+    layout rule (the same draws either way)."""
+    out = []
+    for b, n, s in grid["rows"]:
+        x = _scores(b, n)
+
+        def fn(k, x, s=s, b=b):
+            return jaxdp.exponential(k, x, epsilon=1.0, sensitivity=1.0, shape=(s, b))
+
+        with override(_tuning.FLAT_BELOW_ROWS, 1 << 62):
+            flat = _call(fn, jax.random.key(0), x)
+        with override(_tuning.FLAT_BELOW_ROWS, 0):
+            by_rows = _call(fn, jax.random.key(0), x)
+        t = _pair(flat, by_rows, repeats)
+        name = f"rows_b{b}_n{n}_s{s}"
+        how = _tuning.layout(n, s, num_rows=b)
+        out.append(
+            {"name": name, "constant": "FLAT_BELOW_ROWS", "b": b, "n": n, "s": s,
+             "layout": how, "flat_s": t["a_s"], "rows_s": t["b_s"],
+             "flat_over_rows": t["ratio"],
+             "flat_by_default": b < _tuning.FLAT_BELOW_ROWS[_tuning.kind()]}
+        )  # fmt: skip
+        print(
+            f"| {name} | {how} | flat {t['a_s'] * 1e3:.3g} ms | (draws, rows) "
+            f"{t['b_s'] * 1e3:.3g} ms | flat/rows {t['ratio']:.2f} |",
+            flush=True,
+        )
+    return out
+
+
 def race_chunk_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
     rows = []
     current = _tuning.race_chunk()
@@ -433,7 +487,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true", help="a few points of each sweep")
     p.add_argument(
         "--only",
-        choices=("layout", "depth", "band", "race_chunk", "table_chunk", "costs"),
+        choices=("layout", "depth", "band", "rows", "race_chunk", "table_chunk", "costs"),
         action="append",
         help="run only these sections (repeatable; default: all)",
     )
@@ -455,6 +509,7 @@ def run(args: argparse.Namespace) -> int:
         "layout": layout_rows,
         "depth": depth_rows,
         "band": band_rows,
+        "rows": rows_rows,
         "race_chunk": race_chunk_rows,
         "table_chunk": table_chunk_rows,
         "costs": cost_rows,

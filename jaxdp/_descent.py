@@ -328,8 +328,10 @@ def descend(
     """``(num_draws, R)`` indices drawn with probability ∝ the level-0 weights.
 
     ``leaf_weights(block, rows)``, when given, turns the gathered level-0 entries
-    (then scores, not weights) of shape ``(num_draws, R, K)`` into their weights:
-    so that the ``(R, n)`` weights are never written to memory.
+    (then scores, not weights) of shape ``walk + (K,)``, of the rows ``rows`` of
+    shape ``walk`` (``(num_draws * R, 1)`` when the draws are walked flat, else
+    ``(num_draws, R)``), into their weights: so that the ``(R, n)`` weights are
+    never written to memory.
 
     ``start`` ``(num_draws, R)``, when given, are the nodes the draws start from,
     one level above the top table (the hybrid layout: blocks drawn from an alias
@@ -345,7 +347,14 @@ def descend(
     num_rows = tables[0][0].shape[0]
     levels = len(tables)
     keys = jax.random.split(key, levels)
-    rows = jax.lax.broadcasted_iota(jnp.int32, (num_draws, num_rows), 1)
+    # Fewer than _tuning.FLAT_BELOW_ROWS rows are walked flat, ``(num_draws * R, 1)``
+    # in row-major order: the same uniforms, so the same draws, as the ``(num_draws,
+    # R)`` walk, but without a short minor axis of ``R`` rows, over which XLA:CPU
+    # emitted each level's choice as a loop of ``R`` lanes per draw.
+    size = num_draws * num_rows
+    walk_flat = num_rows < _tuning.FLAT_BELOW_ROWS[_tuning.kind()]
+    flat = (size, 1) if walk_flat else (num_draws, num_rows)
+    rows = jax.lax.broadcasted_iota(jnp.int32, (num_draws, num_rows), 1).reshape(flat)
     lanes = jnp.arange(K, dtype=jnp.int32).reshape(1, 1, K)
 
     def gather(level: int, node: Array) -> tuple[Array, Array]:
@@ -388,12 +397,24 @@ def descend(
         top = tables[-1][0][:, 0]
         data = jax.random.key_data(keys)
         root = jnp.where(top == top, 0, 0) + jnp.where(data[0, 0] == data[0, 0], 0, 0)
-        node = jnp.broadcast_to(root.astype(jnp.int32), (num_draws, num_rows))
+        node = jnp.broadcast_to(root.astype(jnp.int32), (num_draws, num_rows)).reshape(flat)
     else:
-        node = start
-    return jax.lax.scan(
+        node = start.reshape(flat)
+    node = jax.lax.scan(
         lambda node, xs: (body(xs[0], xs[1], node), None), node, (jnp.arange(levels), keys)
     )[0]
+    if walk_flat and num_rows > 1 and levels == 1:
+        # The draws into a buffer of their own on CPU: else XLA:CPU fuses a lone
+        # level's choice (the depth-1 hybrid) into the consumers of the
+        # ``(num_draws, R)`` result, the short minor axis again.
+        node = jax.lax.platform_dependent(node, cpu=_materialise_int, default=lambda x: x)
+    return node.reshape(num_draws, num_rows)
+
+
+def _materialise_int(x: Array) -> Array:
+    """Int32 ``x`` computed once, into a buffer of its own (:func:`jaxdp._alias._materialise`)."""
+    (bits,) = _alias._materialise(jax.lax.bitcast_convert_type(x, jnp.uint32))
+    return jax.lax.bitcast_convert_type(bits, jnp.int32)
 
 
 def layout(n: int, num_draws: int, num_rows: int = 1) -> str:

@@ -302,6 +302,16 @@ def hybrid_depth(n: int, num_draws: int, platform: str | None = None, num_rows: 
     return deeper()
 
 
+#: Calls of fewer rows than this walk the descent's draws flat, ``(draws * rows, 1)``
+#: rather than ``(draws, rows)`` (:func:`jaxdp._descent.descend`; the same
+#: uniforms, so the same draws). With a short minor axis of rows XLA:CPU emits
+#: each level's choice as a loop over the rows per draw. CPU: ``python -m
+#: benchmarks tuning --only rows`` (rows ``rows_b<B>_n<n>_s<S>``, the two walks
+#: interleaved, in ``benchmarks/results/cpu-2core-intel-xeon/rows/``). GPU: not
+#: measured; the CPU's value (the walk's shape is the only difference).
+FLAT_BELOW_ROWS = {"cpu": 16, "gpu": 16}
+
+
 # ----------------------------------------------------------------------------- tabulated noisy max
 
 #: Largest row tabulated for exponential and Laplace noise: the table costs ``n**2 / 2``

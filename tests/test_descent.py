@@ -346,3 +346,52 @@ def test_batch_beyond_int32_indices_is_a_clear_error():
     with pytest.raises(ValueError, match=r"30000 rows x 100000 outcomes.*2\*\*31"):
         call((30000, 100000))
     assert call((20000, 100000)).shape == (20000,)
+
+
+# (layout, hybrid depth, rows, n, draws per row): each way the descent is walked,
+# with rows on both sides of the flat walk's cut and a partial last block.
+WALKS = [
+    ("descent", 0, 3, 1000, 40),
+    ("descent", 0, 12, 70, 33),
+    ("descent", 0, 15, 4097, 5),
+    ("hybrid", 1, 2, 1001, 300),
+    ("hybrid", 1, 12, 300, 64),
+    ("hybrid", 2, 5, 5000, 200),
+]
+
+
+@pytest.mark.parametrize(("how", "depth", "rows", "n", "draws"), WALKS)
+@pytest.mark.parametrize("entry", ["scores", "weights"])
+def test_flat_walk_draws_as_the_rows_walk(monkeypatch, how, depth, rows, n, draws, entry):
+    """Fewer than ``FLAT_BELOW_ROWS`` rows walk their draws flat, ``(draws * rows,
+    1)``: the same uniforms in the same order as the ``(draws, rows)`` walk, so the
+    same draws, bit for bit, at every layout (a row mixed up with another, or a
+    uniform read for the wrong draw, would change them)."""
+    from jaxdp import _tuning
+
+    monkeypatch.setattr(_tuning, "layout", lambda *a, **k: how)
+    monkeypatch.setattr(_tuning, "hybrid_depth", lambda *a, **k: depth)
+    scores = np.random.default_rng(rows * n).normal(size=(rows, n)).astype(np.float32) * 3
+    scores[0, 5] = -np.inf
+    row_max = jnp.asarray(scores.max(axis=1))
+    scale = jnp.full((rows,), 0.5, jnp.float32)
+    key = jax.random.key(rows + n)
+
+    def run(cut):
+        monkeypatch.setitem(_tuning.FLAT_BELOW_ROWS, _tuning.kind(), cut)
+        jax.clear_caches()
+        fk = jax.random.key_data(key)
+        if entry == "scores":
+            f = lambda k: _descent.sample_scores(k, jnp.asarray(scores), row_max, scale, draws)  # noqa: E731
+        else:
+            w = _descent.weights(jnp.asarray(scores), row_max, scale)
+            f = lambda k: _descent.sample(k, w, draws)  # noqa: E731
+        idx, ok = jax.jit(f)(jax.random.wrap_key_data(fk))
+        return np.asarray(idx), np.asarray(ok)
+
+    flat, rows_walk = run(1 << 30), run(0)
+    assert flat[0].shape == (draws, rows)
+    np.testing.assert_array_equal(flat[0], rows_walk[0])
+    np.testing.assert_array_equal(flat[1], rows_walk[1])
+    assert np.all(flat[1])
+    assert len(np.unique(flat[0][:, 1])) > 1  # draws that can differ

@@ -10,6 +10,9 @@ calling anything else than the public samplers. Rows:
   layout of the categorical kernel forced on (the descent, the alias table, the
   hybrid), ``S`` draws for each of ``B`` rows, the hybrid timed against each of
   the other two: where each layout pays (``HYBRID``, ``ALIAS_DRAWS_PER_COLUMN``).
+* ``layout_rows``: the same rows for several rows per call (the grid's
+  ``layout_rows``): where the layouts pay when the draws of up to 15 rows are
+  walked flat (``HYBRID["bands"]`` and ``ALIAS_DRAWS_PER_COLUMN`` past one row).
 * ``depth_b<B>_n<n>_s<S>``: the same with each depth of the hybrid forced on
   (0, the descent, to the level below the top; by replacing
   ``jaxdp._tuning.hybrid_depth`` in this process), each timed against the
@@ -61,6 +64,7 @@ GRID = {
         "depth": [(1, 10**5, (10**4,))],
         "band": [(1, 10**4, (5000, 16000))],
         "rows": [(4, 10**4, 2000), (12, 1000, 256), (64, 1000, 1000)],
+        "layout_rows": [(4, 1000, (0.25, 1)), (12, 1000, (0.5, 1))],
         "race": [(1, 1000, 1 << 14), (1024, 1000, 1)],
         "chunks": (1 << 16, 1 << 20),
         "table_n": (512,),
@@ -105,6 +109,24 @@ GRID = {
             (1, 10**4, (5000, 10**4, 12000, 16000, 40000)),
             (1, 30000, (10**4, 24000, 32000, 40000)),
             (1, 10**5, (50000, 10**5)),
+        ],
+        # (rows B, candidates n, draws per row as multiples of N): several rows,
+        # their draws walked flat (FLAT_BELOW_ROWS), and 16 or more walked by rows
+        "layout_rows": [
+            (2, 1000, (0.25, 0.5, 1, 2)),
+            (2, 4096, (0.25, 0.5, 1, 2)),
+            (3, 1000, (0.25, 1)),
+            (4, 1000, (0.25, 0.5, 1, 2)),
+            (4, 10000, (0.25, 0.5, 1, 2)),
+            (5, 1000, (0.25, 1)),
+            (6, 1000, (0.25, 1)),
+            (7, 4096, (0.25, 1)),
+            (8, 4096, (0.25, 0.5, 1, 2)),
+            (12, 1000, (0.25, 0.5, 1, 2, 4)),
+            (12, 4096, (0.5, 1, 2)),
+            (15, 4096, (0.25, 0.5, 1, 2)),
+            (16, 1000, (0.25, 1)),
+            (24, 1000, (0.25, 1)),
         ],
         # (rows B, candidates n, draws per row): the flat walk against the rows walk
         "rows": [
@@ -487,7 +509,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true", help="a few points of each sweep")
     p.add_argument(
         "--only",
-        choices=("layout", "depth", "band", "rows", "race_chunk", "table_chunk", "costs"),
+        choices=(
+            "layout",
+            "layout_rows",
+            "depth",
+            "band",
+            "rows",
+            "race_chunk",
+            "table_chunk",
+            "costs",
+        ),
         action="append",
         help="run only these sections (repeatable; default: all)",
     )
@@ -507,6 +538,7 @@ def run(args: argparse.Namespace) -> int:
     repeats = 4 if args.quick else 8
     sections = {
         "layout": layout_rows,
+        "layout_rows": lambda grid, repeats: layout_rows({"layout": grid["layout_rows"]}, repeats),
         "depth": depth_rows,
         "band": band_rows,
         "rows": rows_rows,

@@ -148,16 +148,21 @@ def table_chunk(platform: str | None = None) -> int:
 #: --only layout`` (rows ``layout_b<B>_n<n>_s<S>`` in ``benchmarks/results/
 #: cpu-2core-amd-epyc/layout/``): one row of 32-512 outcomes takes the table
 #: from a quarter draw per column (table/descent 0.70-1.08 there, 0.43-0.61 at
-#: one draw per column); 2 to 4 rows from half a draw per column (0.36-0.42 at
-#: a half, 0.76-1.06 at a quarter; also in ``layout-bands/``, the grid re-run
-#: with more rows of few rows); 16 to 1024 rows from one (0.84-0.91 there,
-#: 2.3-4.1 at a quarter; also in ``alias-fixed-point/``, the rows
-#: ``alias_b<B>_n<n>_s<S>`` of the section's earlier name). GPU: one draw per
+#: one draw per column); 16 to 1024 rows from one (0.84-0.91 there, 2.3-4.1 at
+#: a quarter; also in ``alias-fixed-point/``, the rows ``alias_b<B>_n<n>_s<S>``
+#: of the section's earlier name). Since the draws of 2 to 15 rows are walked
+#: flat (:data:`FLAT_BELOW_ROWS`), those take the table from two draws per column
+#: (``--only layout_rows``, in ``benchmarks/results/cpu-2core-intel-xeon/
+#: layout-rows/``): the descent took 0.38-0.88 of the table's time at a half
+#: (n = 1000 to 10**4), 0.67-0.93 at one and 0.98-1.83 at two (at 16 and 24
+#: rows, walked by rows, 0.71-0.76 at one: the rule of 16 rows and more may
+#: move too; not yet re-measured past 24). The earlier rule, from a half at 2 to
+#: 4 rows, was measured on the walk by ``(draws, rows)``. GPU: one draw per
 #: column, above :data:`ALIAS_MIN_DRAWS` (which decides below 2**18 outcomes);
 #: neither kernel serialises (the descent's levels are at most 8 loop steps, the
 #: table's searches ``b + 1``).
 ALIAS_DRAWS_PER_COLUMN = {
-    "cpu": ((1, 0.25), (2, 0.5), (5, 1.0)),
+    "cpu": ((1, 0.25), (2, 2.0), (16, 1.0)),
     "gpu": ((1, 1.0),),
 }
 
@@ -203,11 +208,24 @@ def use_alias(n: int, num_draws: int, platform: str | None = None, num_rows: int
 #: from a quarter to two times per column, hybrid/best other 0.44-1.0 (it ties
 #: the table at n = 1000 and two draws per column); at four it ties or beats the
 #: table (0.76-1.09), at eight it loses (1.34-2.01); below 1000 outcomes the
-#: table wins (hybrid/table 1.19-2.1 at 256 and 512). With 2 to 8 rows it is the
-#: fastest at a quarter draw per column (0.58-0.79 of the next best, n = 1000 to
-#: 65536, in ``layout/`` and ``layout-bands/``), ties the table at a half
-#: (0.95-1.23) and loses to it from one; with 16 rows or more it loses
-#: everywhere (the explicit rows' gathers). A ``vmap`` over rows
+#: table wins (hybrid/table 1.19-2.1 at 256 and 512). Several rows, since their
+#: draws are walked flat (:data:`FLAT_BELOW_ROWS`): ``python -m benchmarks tuning
+#: --only layout_rows`` (rows ``layout_b<B>_n<n>_s<S>`` in ``benchmarks/results/
+#: cpu-2core-intel-xeon/layout-rows/``). With 2, 4 or 8 rows it loses to the
+#: descent everywhere (1.21-2.05 times its time at a quarter to two draws per
+#: column, n = 1000 to 10**4: XLA:CPU runs its one-level walk several times
+#: slower for a power-of-two row count on two cores, and as fast as for the
+#: others on one); with 3, 5, 6 or 7 it ties the descent at a quarter
+#: (0.99-1.21) and wins at one (0.67-0.87), but those counts get no band of
+#: their own. With 12 or 15 rows it is the fastest from one to four draws per
+#: column (0.41-0.76 of the table, 0.47-0.65 of the descent); at a half it beats
+#: the descent (0.74-0.78) but not, over 4096 outcomes, the depth-2 hybrid the
+#: ``deep`` rule takes there; with 16 rows or more, walked as ``(draws, rows)``,
+#: it loses everywhere (2.22-2.41 times the descent's time). Side by side with
+#: the rules before these (a band of 2 to 8 rows at a quarter to a half, the
+#: table from a half at 2 to 4 rows and from one at 5 and more): 0.42-0.96 of
+#: their time on 28 of the 30 changed shapes of 2 to 15 rows over 1000 and 4096
+#: outcomes, 1.01 and 1.14 on two (3 rows over 1000). A ``vmap`` over rows
 #: traces one row.
 #:
 #: ``deep`` ``(rows, min_n, min_draws, c)``: deeper hybrids (:func:`hybrid_depth`),
@@ -240,7 +258,7 @@ def use_alias(n: int, num_draws: int, platform: str | None = None, num_rows: int
 HYBRID = {
     "cpu": {
         "min_n": 1000,
-        "bands": ((1, 0.25, 4.0), (8, 0.25, 0.5)),
+        "bands": ((1, 0.25, 4.0), (8, 0.0, 0.0), (15, 1.0, 4.0)),
         "deep": ((32, 4096, 1000, 2.0),),
         "band_deeper_below": 6.0,
     },

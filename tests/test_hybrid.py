@@ -279,25 +279,30 @@ def test_rows_do_not_mix(hybrid_everywhere):
         assert _pvalue(r[:, k], g, laws[k]) > 1e-4
 
 
-def test_few_rows_take_the_hybrid_by_default():
-    """Three rows of n = 2000 drawn 600 times each (between N/4 and N/2, N = 2048)
-    take the hybrid under the default rule; each row follows its own law."""
-    n, draws, reps = 2000, 600, 200
-    assert _tuning.layout(n, draws, num_rows=3) == "hybrid"
+def test_a_dozen_rows_take_the_hybrid_by_default():
+    """Twelve rows of n = 2000 drawn 2048 times each (one draw per column, N = 2048:
+    the band of 9 to 15 rows) take the hybrid under the default rule, their draws
+    walked flat; each row follows its own law (three laws, four rows each)."""
+    n, draws, reps = 2000, 2048, 40
+    assert _tuning.layout(n, draws, num_rows=12) == "hybrid"
     rows = np.stack([np.linspace(0, -k, n) for k in (1.0, 5.0, 20.0)]).astype(np.float32)
+    tiled = np.tile(rows, (4, 1))  # row r has law r % 3
 
     @jax.jit
     def many(key):
         def one(k):
-            return jaxdp.exponential(k, rows, epsilon=1.0, sensitivity=1.0, shape=(draws, 3))
+            return jaxdp.exponential(k, tiled, epsilon=1.0, sensitivity=1.0, shape=(draws, 12))
 
         return jax.vmap(one)(jax.random.split(key, reps))
 
-    r = np.asarray(many(jax.random.key(7)))  # (reps, draws, 3)
+    r = np.asarray(many(jax.random.key(7)))  # (reps, draws, 12)
     g, laws = row_laws(rows)
     for k in range(3):
-        assert _pvalue(r[..., k], g, laws[k]) > 1e-4
-        assert _pvalue(r[..., k], g, laws[(k + 1) % 3]) < 1e-6
+        mine = r[..., k::3]
+        assert _pvalue(mine, g, laws[k]) > 1e-4
+        assert _pvalue(mine, g, laws[(k + 1) % 3]) < 1e-6
+        for j in range(4):  # and each row on its own
+            assert _pvalue(r[..., k + 3 * j], g, laws[k]) > 1e-4
 
 
 def test_epsilon_grid_under_vmap_takes_the_hybrid():

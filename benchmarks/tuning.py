@@ -11,8 +11,8 @@ calling anything else than the public samplers. Rows:
   hybrid), ``S`` draws for each of ``B`` rows, the hybrid timed against each of
   the other two: where each layout pays (``HYBRID``, ``ALIAS_DRAWS_PER_COLUMN``).
 * ``layout_rows``: the same rows for several rows per call (the grid's
-  ``layout_rows``): where the layouts pay when the draws of up to 15 rows are
-  walked flat (``HYBRID["bands"]`` and ``ALIAS_DRAWS_PER_COLUMN`` past one row).
+  ``layout_rows``): where the layouts pay past one row, the draws walked flat
+  (``HYBRID["bands"]`` and ``ALIAS_DRAWS_PER_COLUMN`` past one row).
 * ``depth_b<B>_n<n>_s<S>``: the same with each depth of the hybrid forced on
   (0, the descent, to the level below the top; by replacing
   ``jaxdp._tuning.hybrid_depth`` in this process), each timed against the
@@ -110,23 +110,26 @@ GRID = {
             (1, 30000, (10**4, 24000, 32000, 40000)),
             (1, 10**5, (50000, 10**5)),
         ],
-        # (rows B, candidates n, draws per row as multiples of N): several rows,
-        # their draws walked flat (FLAT_BELOW_ROWS), and 16 or more walked by rows
+        # (rows B, candidates n, draws per row as multiples of N): several rows
+        # (the hybrid's draws walked flat, the descent's below FLAT_BELOW_ROWS)
         "layout_rows": [
-            (2, 1000, (0.25, 0.5, 1, 2)),
+            (2, 1000, (0.25, 0.5, 1, 2, 4)),
             (2, 4096, (0.25, 0.5, 1, 2)),
-            (3, 1000, (0.25, 1)),
-            (4, 1000, (0.25, 0.5, 1, 2)),
-            (4, 10000, (0.25, 0.5, 1, 2)),
-            (5, 1000, (0.25, 1)),
-            (6, 1000, (0.25, 1)),
-            (7, 4096, (0.25, 1)),
+            (3, 1000, (0.25, 0.5, 1, 2)),
+            (4, 1000, (0.25, 0.5, 1, 2, 4)),
+            (8, 1000, (0.25, 0.5, 1, 2, 4)),
             (8, 4096, (0.25, 0.5, 1, 2)),
             (12, 1000, (0.25, 0.5, 1, 2, 4)),
-            (12, 4096, (0.5, 1, 2)),
-            (15, 4096, (0.25, 0.5, 1, 2)),
-            (16, 1000, (0.25, 1)),
-            (24, 1000, (0.25, 1)),
+            (16, 1000, (0.25, 0.5, 1, 2, 4)),
+            (16, 4096, (0.25, 0.5, 1, 2)),
+            (64, 1000, (0.25, 0.5, 1, 2, 4)),
+            (256, 1000, (0.25, 0.5, 1, 2)),
+            (4, 256, (0.5, 1, 2)),
+            (4, 512, (0.5, 1, 2)),
+            (16, 256, (0.5, 1, 2)),
+            (16, 512, (0.5, 1, 2)),
+            (64, 256, (0.5, 1, 2)),
+            (64, 512, (0.5, 1, 2)),
         ],
         # (rows B, candidates n, draws per row): the flat walk against the rows walk
         "rows": [
@@ -369,9 +372,9 @@ def rows_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
         def fn(k, x, s=s, b=b):
             return jaxdp.exponential(k, x, epsilon=1.0, sensitivity=1.0, shape=(s, b))
 
-        with override(_tuning.FLAT_BELOW_ROWS, 1 << 62):
+        with override(_tuning.FLAT_BELOW_ROWS, {"descent": 1 << 62, "hybrid": 1 << 62}):
             flat = _call(fn, jax.random.key(0), x)
-        with override(_tuning.FLAT_BELOW_ROWS, 0):
+        with override(_tuning.FLAT_BELOW_ROWS, {"descent": 0, "hybrid": 0}):
             by_rows = _call(fn, jax.random.key(0), x)
         t = _pair(flat, by_rows, repeats)
         name = f"rows_b{b}_n{n}_s{s}"
@@ -380,7 +383,8 @@ def rows_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
             {"name": name, "constant": "FLAT_BELOW_ROWS", "b": b, "n": n, "s": s,
              "layout": how, "flat_s": t["a_s"], "rows_s": t["b_s"],
              "flat_over_rows": t["ratio"],
-             "flat_by_default": b < _tuning.FLAT_BELOW_ROWS[_tuning.kind()]}
+             "flat_by_default": None if how == "alias" else (
+                 b < _tuning.FLAT_BELOW_ROWS[_tuning.kind()][how])}
         )  # fmt: skip
         print(
             f"| {name} | {how} | flat {t['a_s'] * 1e3:.3g} ms | (draws, rows) "

@@ -347,12 +347,14 @@ def descend(
     num_rows = tables[0][0].shape[0]
     levels = len(tables)
     keys = jax.random.split(key, levels)
-    # Fewer than _tuning.FLAT_BELOW_ROWS rows are walked flat, ``(num_draws * R, 1)``
-    # in row-major order: the same uniforms, so the same draws, as the ``(num_draws,
-    # R)`` walk, but without a short minor axis of ``R`` rows, over which XLA:CPU
-    # emitted each level's choice as a loop of ``R`` lanes per draw.
+    # Below _tuning.FLAT_BELOW_ROWS rows (any, for the hybrid) the draws are walked
+    # flat, ``(num_draws * R, 1)`` in row-major order: the same uniforms, so the
+    # same draws, as the ``(num_draws, R)`` walk, but without a minor axis of ``R``
+    # rows, over which XLA:CPU emitted each level's choice as a loop of ``R`` lanes
+    # per draw.
     size = num_draws * num_rows
-    walk_flat = num_rows < _tuning.FLAT_BELOW_ROWS[_tuning.kind()]
+    flat_below = _tuning.FLAT_BELOW_ROWS[_tuning.kind()]
+    walk_flat = num_rows < flat_below["descent" if start is None else "hybrid"]
     flat = (size, 1) if walk_flat else (num_draws, num_rows)
     rows = jax.lax.broadcasted_iota(jnp.int32, (num_draws, num_rows), 1).reshape(flat)
     lanes = jnp.arange(K, dtype=jnp.int32).reshape(1, 1, K)
@@ -400,10 +402,15 @@ def descend(
         node = jnp.broadcast_to(root.astype(jnp.int32), (num_draws, num_rows)).reshape(flat)
     else:
         node = start.reshape(flat)
+        if num_rows > 1:
+            # The hybrid's first nodes into a buffer of their own on CPU: fused into
+            # the walk, the alias table's draws (``(num_draws, R)``) made it several
+            # times slower for 2, 4 or 8 rows (and not for 3, 6 or 12).
+            node = jax.lax.platform_dependent(node, cpu=_materialise_int, default=lambda x: x)
     node = jax.lax.scan(
         lambda node, xs: (body(xs[0], xs[1], node), None), node, (jnp.arange(levels), keys)
     )[0]
-    if walk_flat and num_rows > 1 and levels == 1:
+    if num_rows > 1 and levels == 1:
         # The draws into a buffer of their own on CPU: else XLA:CPU fuses a lone
         # level's choice (the depth-1 hybrid) into the consumers of the
         # ``(num_draws, R)`` result, the short minor axis again.

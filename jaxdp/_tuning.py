@@ -148,21 +148,19 @@ def table_chunk(platform: str | None = None) -> int:
 #: --only layout`` (rows ``layout_b<B>_n<n>_s<S>`` in ``benchmarks/results/
 #: cpu-2core-amd-epyc/layout/``): one row of 32-512 outcomes takes the table
 #: from a quarter draw per column (table/descent 0.70-1.08 there, 0.43-0.61 at
-#: one draw per column); 16 to 1024 rows from one (0.84-0.91 there, 2.3-4.1 at
-#: a quarter; also in ``alias-fixed-point/``, the rows ``alias_b<B>_n<n>_s<S>``
-#: of the section's earlier name). Since the draws of 2 to 15 rows are walked
-#: flat (:data:`FLAT_BELOW_ROWS`), those take the table from two draws per column
-#: (``--only layout_rows``, in ``benchmarks/results/cpu-2core-intel-xeon/
-#: layout-rows/``): the descent took 0.38-0.88 of the table's time at a half
-#: (n = 1000 to 10**4), 0.67-0.93 at one and 0.98-1.83 at two (at 16 and 24
-#: rows, walked by rows, 0.71-0.76 at one: the rule of 16 rows and more may
-#: move too; not yet re-measured past 24). The earlier rule, from a half at 2 to
-#: 4 rows, was measured on the walk by ``(draws, rows)``. GPU: one draw per
-#: column, above :data:`ALIAS_MIN_DRAWS` (which decides below 2**18 outcomes);
-#: neither kernel serialises (the descent's levels are at most 8 loop steps, the
-#: table's searches ``b + 1``).
+#: one draw per column); 16 to 1024 rows then took it from one (0.84-0.91 there,
+#: 2.3-4.1 at a quarter; also in ``alias-fixed-point/``), on the walk by
+#: ``(draws, rows)`` of then. Re-measured with the draws walked flat (``--only
+#: layout_rows``, in ``benchmarks/results/cpu-2core-intel-xeon/layout-rows/``),
+#: several rows take the table from two draws per column: below 1000 outcomes
+#: (where no hybrid is built; 4 to 64 rows of 256 and 512) the descent took
+#: 0.31-0.84 of the table's time at a half, 0.57-0.96 at one and 1.06-1.43 at
+#: two; from 1000 the hybrid's band takes a half to four first. GPU: one draw
+#: per column, above :data:`ALIAS_MIN_DRAWS` (which decides below 2**18
+#: outcomes); neither kernel serialises (the descent's levels are at most 8 loop
+#: steps, the table's searches ``b + 1``).
 ALIAS_DRAWS_PER_COLUMN = {
-    "cpu": ((1, 0.25), (2, 2.0), (16, 1.0)),
+    "cpu": ((1, 0.25), (2, 2.0)),
     "gpu": ((1, 1.0),),
 }
 
@@ -208,25 +206,22 @@ def use_alias(n: int, num_draws: int, platform: str | None = None, num_rows: int
 #: from a quarter to two times per column, hybrid/best other 0.44-1.0 (it ties
 #: the table at n = 1000 and two draws per column); at four it ties or beats the
 #: table (0.76-1.09), at eight it loses (1.34-2.01); below 1000 outcomes the
-#: table wins (hybrid/table 1.19-2.1 at 256 and 512). Several rows, since their
-#: draws are walked flat (:data:`FLAT_BELOW_ROWS`): ``python -m benchmarks tuning
-#: --only layout_rows`` (rows ``layout_b<B>_n<n>_s<S>`` in ``benchmarks/results/
-#: cpu-2core-intel-xeon/layout-rows/``). With 2, 4 or 8 rows it loses to the
-#: descent everywhere (1.21-2.05 times its time at a quarter to two draws per
-#: column, n = 1000 to 10**4: XLA:CPU runs its one-level walk several times
-#: slower for a power-of-two row count on two cores, and as fast as for the
-#: others on one); with 3, 5, 6 or 7 it ties the descent at a quarter
-#: (0.99-1.21) and wins at one (0.67-0.87), but those counts get no band of
-#: their own. With 12 or 15 rows it is the fastest from one to four draws per
-#: column (0.41-0.76 of the table, 0.47-0.65 of the descent); at a half it beats
-#: the descent (0.74-0.78) but not, over 4096 outcomes, the depth-2 hybrid the
-#: ``deep`` rule takes there; with 16 rows or more, walked as ``(draws, rows)``,
-#: it loses everywhere (2.22-2.41 times the descent's time). Side by side with
-#: the rules before these (a band of 2 to 8 rows at a quarter to a half, the
-#: table from a half at 2 to 4 rows and from one at 5 and more): 0.42-0.96 of
-#: their time on 28 of the 30 changed shapes of 2 to 15 rows over 1000 and 4096
-#: outcomes, 1.01 and 1.14 on two (3 rows over 1000). A ``vmap`` over rows
-#: traces one row.
+#: table wins (hybrid/table 1.19-2.1 at 256 and 512). Several rows (the
+#: hybrid's draws walked flat at any count, :data:`FLAT_BELOW_ROWS`): ``python -m
+#: benchmarks tuning --only layout_rows`` (rows ``layout_b<B>_n<n>_s<S>`` in
+#: ``benchmarks/results/cpu-2core-intel-xeon/layout-rows/``, 2 to 256 rows of
+#: 1000 or 4096 outcomes): the hybrid ties the descent at a quarter draw per
+#: column (0.94-1.30) and is the fastest from a half to two (hybrid/descent
+#: 0.71-0.97 at a half, 0.49-0.88 at one, 0.44-0.84 at two; hybrid/table
+#: 0.29-0.81); at four it still beats the table at up to 12 rows (0.74-0.87),
+#: not at 16 or more (1.04-1.20). Below 1000 outcomes (256 and 512, 4 to 64
+#: rows) it wins at two draws per column (0.57-0.81) but not at a half
+#: (0.87-1.22): ``min_n`` keeps it out there. Side by side with the rules before
+#: (a band of 2 to 8 rows at a quarter to a half, the table from a half at 2 to
+#: 4 rows and from one past that), on the changed shapes of 2 to 64 rows over
+#: 512 to 4096 outcomes: 0.45-0.94 of their time on 41 of the 44, 1.05-1.09 on
+#: three of two rows (``benchmarks/results/cpu-2core-intel-xeon/layout-rows/
+#: rules_side_by_side.txt``). A ``vmap`` over rows traces one row.
 #:
 #: ``deep`` ``(rows, min_n, min_draws, c)``: deeper hybrids (:func:`hybrid_depth`),
 #: a table over level ``j >= 2`` of the descent and ``j`` levels below it, for
@@ -246,10 +241,12 @@ def use_alias(n: int, num_draws: int, platform: str | None = None, num_rows: int
 #: (``depth_*``; ``gpu-nvidia-h100-80gb-hbm3/tuning_quick.json``), and the table
 #: alone takes over only from 2**18 draws (:data:`ALIAS_MIN_DRAWS`).
 #:
-#: ``band_deeper_below``: a single row in the first band, of at least the ``deep``
-#: entry's ``min_n`` outcomes, drawn fewer than this many times per column of
-#: the depth-1 table (its ``2**b1 >= ceil(n / K)`` columns), takes the ``deep``
-#: rule instead (depth 2 there). CPU: ``python -m benchmarks tuning --only band``
+#: ``band_deeper_below``: rows in a band, of at least the ``deep`` entry's
+#: ``min_n`` outcomes, drawn fewer than this many times per column of the
+#: depth-1 table (its ``2**b1 >= ceil(n / K)`` columns), take the ``deep`` rule
+#: instead (depth 2 there). For several rows: at 8 to 16 rows of 4096 drawn half
+#: a time per column, depth 1 took 1.08-1.14 of depth 2's time (the side-by-side
+#: run quoted above). CPU: ``python -m benchmarks tuning --only band``
 #: (rows ``band_b1_n<n>_s<S>`` at n = 5000 to 10**5, in
 #: ``benchmarks/results/cpu-2core-intel-xeon/band/``, each depth timed against
 #: depth 1): depth 2 took 0.72-0.77 of depth 1's time at two to three draws per
@@ -258,7 +255,7 @@ def use_alias(n: int, num_draws: int, platform: str | None = None, num_rows: int
 HYBRID = {
     "cpu": {
         "min_n": 1000,
-        "bands": ((1, 0.25, 4.0), (8, 0.0, 0.0), (15, 1.0, 4.0)),
+        "bands": ((1, 0.25, 4.0), (1 << 31, 0.5, 4.0)),
         "deep": ((32, 4096, 1000, 2.0),),
         "band_deeper_below": 6.0,
     },
@@ -283,7 +280,7 @@ def hybrid_depth(n: int, num_draws: int, platform: str | None = None, num_rows: 
     """Levels of the descent the hybrid walks below its alias table (0: no hybrid).
 
     Depth 1 (a table over the leaves' blocks) in :data:`HYBRID`'s ``bands``
-    (for one row drawn fewer than ``band_deeper_below`` times per column of that
+    (for rows drawn fewer than ``band_deeper_below`` times per column of that
     table, the ``deep`` rule's depth where it gives one). Else, for calls the
     full table does not take, the ``deep`` entries ``(rows, min_n,
     min_draws, c)``: the smallest depth ``j >= 2`` below the top whose level's
@@ -314,20 +311,24 @@ def hybrid_depth(n: int, num_draws: int, platform: str | None = None, num_rows: 
 
     if n >= h["min_n"] and lo * 2**b <= num_draws < hi * 2**b:
         few = num_draws < h.get("band_deeper_below", 0.0) * 2 ** _alias.log2_columns(counts[1])
-        return (num_rows <= 1 and few and deeper()) or 1
+        return (few and deeper()) or 1
     if use_alias(n, num_draws, platform, num_rows):
         return 0
     return deeper()
 
 
-#: Calls of fewer rows than this walk the descent's draws flat, ``(draws * rows, 1)``
-#: rather than ``(draws, rows)`` (:func:`jaxdp._descent.descend`; the same
-#: uniforms, so the same draws). With a short minor axis of rows XLA:CPU emits
+#: Calls of fewer rows than this walk the draws of the descent (or of the hybrid)
+#: flat, ``(draws * rows, 1)``, rather than ``(draws, rows)``
+#: (:func:`jaxdp._descent.descend`; the same uniforms, so the same draws): the
+#: hybrid at any number of rows. With a short minor axis of rows XLA:CPU emits
 #: each level's choice as a loop over the rows per draw. CPU: ``python -m
 #: benchmarks tuning --only rows`` (rows ``rows_b<B>_n<n>_s<S>``, the two walks
 #: interleaved, in ``benchmarks/results/cpu-2core-intel-xeon/rows/``). GPU: not
 #: measured; the CPU's value (the walk's shape is the only difference).
-FLAT_BELOW_ROWS = {"cpu": 16, "gpu": 16}
+FLAT_BELOW_ROWS = {
+    "cpu": {"descent": 16, "hybrid": 1 << 31},
+    "gpu": {"descent": 16, "hybrid": 1 << 31},
+}
 
 
 # ----------------------------------------------------------------------------- tabulated noisy max

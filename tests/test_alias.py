@@ -232,23 +232,21 @@ def test_dispatch_enumerates_every_layout():
     """The three layouts are reachable and each is chosen where its cost is lower:
     few draws per row (or rows past 2**20) take the descent, many the table, and
     at least 1000 outcomes drawn a quarter to four times per column in one row
-    (one to four times in 9-15 rows, never in 2-8) the hybrid; from 4096 outcomes
-    and 1000 draws in up to 32 rows, a deeper hybrid (tests/test_deep_hybrid.py)."""
+    (a half to four times in several) the hybrid; from 4096 outcomes and 1000
+    draws in up to 32 rows, a deeper hybrid (tests/test_deep_hybrid.py)."""
     layout = _tuning.layout
     assert layout(1000, 1) == "descent"
     assert layout(1000, 255) == "descent"
     assert layout(1000, 256) == "hybrid"  # a quarter of N = 1024
     assert layout(1000, 4095) == "hybrid"
     assert layout(1000, 4096) == "alias"
-    assert layout(1000, 256, num_rows=2) == "descent"  # 2-8 rows: no hybrid,
-    assert layout(1000, 512, num_rows=2) == "descent"
-    assert layout(1000, 2047, num_rows=8) == "descent"
-    assert layout(1000, 2048, num_rows=8) == "alias"  # the table from 2N
-    assert layout(1000, 1023, num_rows=9) == "descent"  # 9-15 rows: the hybrid N to 4N
-    assert layout(1000, 1024, num_rows=9) == "hybrid"
-    assert layout(1000, 4095, num_rows=15) == "hybrid"
-    assert layout(1000, 4096, num_rows=15) == "alias"
-    assert layout(1000, 1024, num_rows=16) == "alias"  # 16+ rows: the table from N
+    assert layout(1000, 511, num_rows=2) == "descent"  # several rows: the hybrid
+    assert layout(1000, 512, num_rows=2) == "hybrid"  # from N/2 to 4N
+    assert layout(1000, 4095, num_rows=256) == "hybrid"
+    assert layout(1000, 4096, num_rows=256) == "alias"
+    assert layout(999, 1023, num_rows=8) == "descent"  # below 1000: the table from 2N
+    assert layout(999, 2048, num_rows=8) == "alias"
+    assert layout(999, 2047, num_rows=8) == "descent"
     assert layout(999, 1024) == "alias"  # below 1000 outcomes the table takes it
     assert layout(100, 32) == "alias"  # one row: from a quarter draw per column
     assert layout(100, 31) == "descent"
@@ -263,10 +261,8 @@ def test_dispatch_enumerates_every_layout():
     assert _tuning.use_alias(1000, 10**4)
     assert _tuning.use_alias(1000, 256)  # one row: from a quarter draw per column
     assert not _tuning.use_alias(1000, 255)
-    assert _tuning.use_alias(1000, 2048, num_rows=2)  # 2-15 rows: from two draws
-    assert not _tuning.use_alias(1000, 2047, num_rows=15)
-    assert _tuning.use_alias(1000, 1024, num_rows=256)
-    assert not _tuning.use_alias(1000, 1023, num_rows=256)
+    assert _tuning.use_alias(1000, 2048, num_rows=2)  # several rows: from two draws
+    assert not _tuning.use_alias(1000, 2047, num_rows=300)
     assert _tuning.use_alias(10**6, 2**20)
     assert not _tuning.use_alias(10**6, 2**18 - 1)
     assert not _tuning.use_alias(2**20 + 1, 10**8)

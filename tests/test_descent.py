@@ -357,16 +357,18 @@ WALKS = [
     ("hybrid", 1, 2, 1001, 300),
     ("hybrid", 1, 12, 300, 64),
     ("hybrid", 2, 5, 5000, 200),
+    ("hybrid", 1, 20, 300, 16),  # the hybrid's walk is flat at any number of rows
 ]
 
 
 @pytest.mark.parametrize(("how", "depth", "rows", "n", "draws"), WALKS)
 @pytest.mark.parametrize("entry", ["scores", "weights"])
 def test_flat_walk_draws_as_the_rows_walk(monkeypatch, how, depth, rows, n, draws, entry):
-    """Fewer than ``FLAT_BELOW_ROWS`` rows walk their draws flat, ``(draws * rows,
-    1)``: the same uniforms in the same order as the ``(draws, rows)`` walk, so the
-    same draws, bit for bit, at every layout (a row mixed up with another, or a
-    uniform read for the wrong draw, would change them)."""
+    """The hybrid, and the descent of fewer than ``FLAT_BELOW_ROWS`` rows, walk
+    their draws flat, ``(draws * rows, 1)``: the same uniforms in the same order as
+    the ``(draws, rows)`` walk, so the same draws, bit for bit, at every layout (a
+    row mixed up with another, or a uniform read for the wrong draw, would change
+    them)."""
     from jaxdp import _tuning
 
     monkeypatch.setattr(_tuning, "layout", lambda *a, **k: how)
@@ -378,7 +380,9 @@ def test_flat_walk_draws_as_the_rows_walk(monkeypatch, how, depth, rows, n, draw
     key = jax.random.key(rows + n)
 
     def run(cut):
-        monkeypatch.setitem(_tuning.FLAT_BELOW_ROWS, _tuning.kind(), cut)
+        monkeypatch.setitem(
+            _tuning.FLAT_BELOW_ROWS, _tuning.kind(), {"descent": cut, "hybrid": cut}
+        )
         jax.clear_caches()
         fk = jax.random.key_data(key)
         if entry == "scores":

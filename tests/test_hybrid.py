@@ -281,7 +281,7 @@ def test_rows_do_not_mix(hybrid_everywhere):
 
 def test_a_dozen_rows_take_the_hybrid_by_default():
     """Twelve rows of n = 2000 drawn 2048 times each (one draw per column, N = 2048:
-    the band of 9 to 15 rows) take the hybrid under the default rule, their draws
+    the band of several rows) take the hybrid under the default rule, their draws
     walked flat; each row follows its own law (three laws, four rows each)."""
     n, draws, reps = 2000, 2048, 40
     assert _tuning.layout(n, draws, num_rows=12) == "hybrid"

@@ -199,6 +199,41 @@ def c2_epsilon_grid(grid: int, draws: int, n: int) -> list[Pair]:
     ]
 
 
+def c2_explicit_rows(rows: int, draws: int, n: int) -> list[Pair]:
+    """A batch of score rows drawn in one call (``shape=(draws, rows)``) against the
+    same rows through ``jax.vmap`` (one row traced): two ways to write one batch."""
+    scores = np.stack([_row(n, 20 + r) for r in range(rows)])
+
+    def explicit(k, x):
+        return jaxdp.exponential(k, x, epsilon=EPS, sensitivity=DELTA, shape=(draws, rows))
+
+    def mapped(k, x):
+        keys = jax.random.split(k, rows)
+        draw = lambda kk, xx: jaxdp.exponential(  # noqa: E731
+            kk, xx, epsilon=EPS, sensitivity=DELTA, shape=(draws,)
+        )
+        return jax.vmap(draw)(keys, x)
+
+    args = lambda: (jax.random.key(0), jnp.asarray(scores))  # noqa: E731
+    return [
+        Pair(
+            f"c2_exponential_explicit_rows_vs_vmap_n{_fmt(n)}_b{_fmt(rows)}_s{_fmt(draws)}",
+            "C2",
+            f"jaxdp.exponential on {rows} rows at once, {draws} draws each (shape=(S, B))",
+            f"jax.vmap(jaxdp.exponential) over the same {rows} rows",
+            n,
+            draws,
+            rows,
+            _jit(explicit, args),
+            _jit(mapped, args),
+            "slowdown",
+            "<=",
+            2.0,
+            f"rows in one call / vmap over rows time, n={_fmt(n)} B={_fmt(rows)} S={_fmt(draws)}",
+        )
+    ]
+
+
 def c3_two_consumers(keys: int, n: int) -> list[Pair]:
     """``jit(vmap(exponential))`` returning ``(r, -scores[r])`` against ``-scores[r]`` only."""
     scores = _row(n, 13)
@@ -518,6 +553,7 @@ def pairs(mode_name: str) -> list[Pair]:
     return (
         c1_int_scores(*z["c1"])
         + c2_epsilon_grid(*z["c2"])
+        + c2_explicit_rows(*z["c2"])
         + c3_two_consumers(*z["c3"])
         + c4_small_draws(z["c4"])
         + c4_one_small_call()

@@ -21,8 +21,8 @@ calling anything else than the public samplers. Rows:
   timed against depth 1, with the draws per column of the depth-1 table: where
   depth 2 beats it (``HYBRID["band_deeper_below"]``).
 * ``rows_b<B>_n<n>_s<S>``: ``exponential`` under the default layout rule, its
-  descent walked flat (``(S * B, 1)``) against walked as ``(S, B)``: below how
-  many rows the flat walk pays (``FLAT_BELOW_ROWS``).
+  draws (descent or hybrid) walked flat (``(S * B, 1)``) against walked as
+  ``(S, B)``: below how many rows the flat walk pays (``FLAT_BELOW_ROWS``).
 * ``race_chunk_<c>_b<B>_n<n>_s<S>``: Laplace ``report_noisy_max`` (forced to the race) with
   ``RACE_CHUNK`` = ``c`` against the current value (``RACE_CHUNK``).
 * ``table_chunk_<c>_n<n>``: the permute-and-flip table with ``TABLE_CHUNK`` =
@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import functools
 import json
 import statistics
 import sys
@@ -149,7 +150,7 @@ GRID = {
             (64, 1000, 100),
             (64, 1000, 1000),
             (256, 256, 64),
-        ],  # fmt: skip
+        ],
         "race": [(1, 1000, 1 << 16), (1024, 1000, 1), (16, 100, 1 << 12)],
         "chunks": (1 << 14, 1 << 16, 1 << 20, 1 << 22),
         "table_n": (1000, 2048),
@@ -227,10 +228,11 @@ def forced(how: str, fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:
         return _call(fn, *args)
 
 
-def layout_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
-    """The three layouts of the categorical kernel, each timed against the hybrid."""
+def layout_rows(grid: dict, repeats: int, key: str = "layout") -> list[dict[str, Any]]:
+    """The three layouts of the categorical kernel, each timed against the hybrid, at
+    the grid's ``key`` entries (``"layout"``, or ``"layout_rows"`` for several rows)."""
     rows = []
-    for b, n, multiples in grid["layout"]:
+    for b, n, multiples in grid[key]:
         columns = 2 ** max(2, int(np.ceil(np.log2(n))))
         for m in multiples:
             s = max(1, int(m * columns))
@@ -363,8 +365,8 @@ def band_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
 
 
 def rows_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
-    """The descent walked flat against walked as ``(draws, rows)``, under the default
-    layout rule (the same draws either way)."""
+    """The categorical kernel's walk (descent or hybrid) flat against by ``(draws,
+    rows)``, under the default layout rule (the same draws either way)."""
     out = []
     for b, n, s in grid["rows"]:
         x = _scores(b, n)
@@ -542,7 +544,7 @@ def run(args: argparse.Namespace) -> int:
     repeats = 4 if args.quick else 8
     sections = {
         "layout": layout_rows,
-        "layout_rows": lambda grid, repeats: layout_rows({"layout": grid["layout_rows"]}, repeats),
+        "layout_rows": functools.partial(layout_rows, key="layout_rows"),
         "depth": depth_rows,
         "band": band_rows,
         "rows": rows_rows,

@@ -406,7 +406,7 @@ def descend(
             # The hybrid's first nodes into a buffer of their own on CPU: fused into
             # the walk, the alias table's draws (``(num_draws, R)``) made it several
             # times slower for 2, 4 or 8 rows (and not for 3, 6 or 12).
-            node = jax.lax.platform_dependent(node, cpu=_materialise_int, default=lambda x: x)
+            node = _own_buffer_on_cpu(node)
     node = jax.lax.scan(
         lambda node, xs: (body(xs[0], xs[1], node), None), node, (jnp.arange(levels), keys)
     )[0]
@@ -414,14 +414,19 @@ def descend(
         # The draws into a buffer of their own on CPU: else XLA:CPU fuses a lone
         # level's choice (the depth-1 hybrid) into the consumers of the
         # ``(num_draws, R)`` result, the short minor axis again.
-        node = jax.lax.platform_dependent(node, cpu=_materialise_int, default=lambda x: x)
+        node = _own_buffer_on_cpu(node)
     return node.reshape(num_draws, num_rows)
 
 
-def _materialise_int(x: Array) -> Array:
-    """Int32 ``x`` computed once, into a buffer of its own (:func:`jaxdp._alias._materialise`)."""
-    (bits,) = _alias._materialise(jax.lax.bitcast_convert_type(x, jnp.uint32))
-    return jax.lax.bitcast_convert_type(bits, jnp.int32)
+def _own_buffer_on_cpu(x: Array) -> Array:
+    """Int32 ``x`` computed once, into a buffer of its own, on CPU
+    (:func:`jaxdp._alias._materialise`); unchanged on other platforms."""
+
+    def materialise(x: Array) -> Array:
+        (bits,) = _alias._materialise(jax.lax.bitcast_convert_type(x, jnp.uint32))
+        return jax.lax.bitcast_convert_type(bits, jnp.int32)
+
+    return jax.lax.platform_dependent(x, cpu=materialise, default=lambda x: x)
 
 
 def layout(n: int, num_draws: int, num_rows: int = 1) -> str:

@@ -23,6 +23,12 @@ calling anything else than the public samplers. Rows:
 * ``rows_b<B>_n<n>_s<S>``: ``exponential`` under the default layout rule, its
   draws (descent or hybrid) walked flat (``(S * B, 1)``) against walked as
   ``(S, B)``: below how many rows the flat walk pays (``FLAT_BELOW_ROWS``).
+* ``block_sums_b<B>_n<n>_s<S>_<dtype>``: ``exponential`` under the default
+  layout rule, the leaves' block sums taken by ``K`` strided slices against one
+  ``reduce_window``, float32 and int32 scores: from which sizes the slices pay
+  (``STRIDED_BLOCK_SUMS``).
+* ``int_max_b<B>_n<n>``: ``exponential`` on int32 scores, one draw per row, the
+  rows' maxima by strided slices against one ``jnp.max`` (``STRIDED_INT_ROW_MAX``).
 * ``race_chunk_<c>_b<B>_n<n>_s<S>``: Laplace ``report_noisy_max`` (forced to the race) with
   ``RACE_CHUNK`` = ``c`` against the current value (``RACE_CHUNK``).
 * ``table_chunk_<c>_n<n>``: the permute-and-flip table with ``TABLE_CHUNK`` =
@@ -66,6 +72,8 @@ GRID = {
         "band": [(1, 10**4, (5000, 16000))],
         "rows": [(4, 10**4, 2000), (12, 1000, 256), (64, 1000, 1000)],
         "layout_rows": [(4, 1000, (0.25, 1)), (12, 1000, (0.5, 1))],
+        "block_sums": [(1, 10**5, 1), (64, 4096, 1), (256, 32768, 1), (10**4, 104, 1)],
+        "int_max": [(1, 10**5), (256, 32768)],
         "race": [(1, 1000, 1 << 14), (1024, 1000, 1)],
         "chunks": (1 << 16, 1 << 20),
         "table_n": (512,),
@@ -150,6 +158,63 @@ GRID = {
             (64, 1000, 100),
             (64, 1000, 1000),
             (256, 256, 64),
+        ],
+        # (rows B, candidates n, draws per row): the leaves' block sums by strided
+        # slices against the reduce_window (float32 and int32 scores, n a multiple of K;
+        # each side forced on at every size)
+        "block_sums": [
+            (1, 10**4, 1),
+            (1, 10**5, 1),
+            (1, 10**6, 1),
+            (1, 2**24, 1),
+            (2, 10**5, 1),
+            (2, 2**22, 1),
+            (3, 10**6, 1),
+            (4, 10**4, 1),
+            (4, 2**21, 1),
+            (8, 10**5, 100),
+            (8, 2**20, 1),
+            (16, 10**6, 1),
+            (12, 1000, 1024),
+            (16, 256, 4),
+            (32, 1000, 16),
+            (64, 4096, 1),
+            (64, 10**5, 1),
+            (100, 10**4, 1),
+            (100, 10**5, 1),
+            (128, 32768, 1),
+            (256, 4096, 1),
+            (256, 32768, 1),
+            (300, 30000, 1),
+            (512, 8192, 1),
+            (1000, 1000, 1),
+            (1000, 10**4, 1),
+            (1024, 1024, 1),
+            (2000, 1000, 1),
+            (4096, 256, 1),
+            (4096, 4096, 1),
+            (10**4, 104, 1),
+            (10**4, 1000, 1),
+            (40000, 256, 1),
+            (50000, 200, 1),
+            (60000, 152, 1),
+            (65536, 128, 1),
+            (10**5, 104, 1),
+            (200000, 48, 1),
+        ],
+        # (rows B, candidates n): integer row maxima by strided slices against jnp.max
+        "int_max": [
+            (1, 1000),
+            (1, 10**5),
+            (1, 10**6),
+            (5, 99999),
+            (64, 1003),
+            (64, 4096),
+            (1000, 1001),
+            (256, 32768),
+            (10**4, 10),
+            (10**4, 1000),
+            (10**5, 64),
         ],
         "race": [(1, 1000, 1 << 16), (1024, 1000, 1), (16, 100, 1 << 12)],
         "chunks": (1 << 14, 1 << 16, 1 << 20, 1 << 22),
@@ -396,6 +461,71 @@ def rows_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
     return out
 
 
+def block_sums_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
+    """The leaves' block sums by ``K`` strided slices against one ``reduce_window``
+    (:func:`jaxdp._descent._leaf_block_sums`), ``exponential`` under the default
+    layout rule, float32 and int32 scores (the same draws up to the order of each
+    block's additions)."""
+    out = []
+    for b, n, s in grid["block_sums"]:
+        for dtype in ("float32", "int32"):
+            x = _scores(b, n)
+            if dtype == "int32":
+                x = jnp.round(x * 100).astype(jnp.int32)
+            shape = (b,) if s == 1 else (s, b)
+
+            def fn(k, x, shape=shape):
+                return jaxdp.exponential(k, x, epsilon=1.0, sensitivity=1.0, shape=shape)
+
+            with override(_tuning.STRIDED_BLOCK_SUMS, {"min_entries": 0, "min_n": 0}):
+                strided = _call(fn, jax.random.key(0), x)
+            with override(_tuning.STRIDED_BLOCK_SUMS, None):
+                window = _call(fn, jax.random.key(0), x)
+            t = _pair(strided, window, repeats)
+            name = f"block_sums_b{b}_n{n}_s{s}_{dtype}"
+            how = _tuning.layout(n, s, num_rows=b)
+            out.append(
+                {"name": name, "constant": "STRIDED_BLOCK_SUMS", "b": b, "n": n,
+                 "s": s, "dtype": dtype, "layout": how, "strided_s": t["a_s"],
+                 "reduce_window_s": t["b_s"], "strided_over_reduce_window": t["ratio"],
+                 "strided_by_default": _tuning.strided_block_sums(b, n)}
+            )  # fmt: skip
+            print(
+                f"| {name} | {how} | strided {t['a_s'] * 1e3:.3g} ms | reduce_window "
+                f"{t['b_s'] * 1e3:.3g} ms | strided/reduce_window {t['ratio']:.2f} |",
+                flush=True,
+            )
+    return out
+
+
+def int_max_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
+    """``exponential`` on int32 scores (one draw per row), the rows' maxima taken by
+    strided slices against one ``jnp.max`` (the same value, so the same draws)."""
+    out = []
+    for b, n in grid["int_max"]:
+        x = jnp.round(_scores(b, n) * 100).astype(jnp.int32)
+
+        def fn(k, x):
+            return jaxdp.exponential(k, x, epsilon=1.0, sensitivity=1.0)
+
+        with override(_tuning.STRIDED_INT_ROW_MAX, True):
+            strided = _call(fn, jax.random.key(0), x)
+        with override(_tuning.STRIDED_INT_ROW_MAX, False):
+            plain = _call(fn, jax.random.key(0), x)
+        t = _pair(strided, plain, repeats)
+        name = f"int_max_b{b}_n{n}"
+        out.append(
+            {"name": name, "constant": "STRIDED_INT_ROW_MAX", "b": b, "n": n,
+             "strided_s": t["a_s"], "max_s": t["b_s"], "strided_over_max": t["ratio"]}
+        )  # fmt: skip
+        print(
+            f"| {name} | strided {t['a_s'] * 1e3:.3g} ms | jnp.max {t['b_s'] * 1e3:.3g} ms "
+            f"| strided/max {t['ratio']:.2f} |",
+            flush=True,
+        )
+    return out
+
+
 def race_chunk_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
     rows = []
     current = _tuning.race_chunk()
@@ -521,6 +651,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             "depth",
             "band",
             "rows",
+            "block_sums",
+            "int_max",
             "race_chunk",
             "table_chunk",
             "costs",
@@ -548,6 +680,8 @@ def run(args: argparse.Namespace) -> int:
         "depth": depth_rows,
         "band": band_rows,
         "rows": rows_rows,
+        "block_sums": block_sums_rows,
+        "int_max": int_max_rows,
         "race_chunk": race_chunk_rows,
         "table_chunk": table_chunk_rows,
         "costs": cost_rows,

@@ -200,10 +200,22 @@ def num_levels(n: int) -> int:
 
 def _leaf_block_sums(w_of: Callable[[slice], Array], n: int) -> Array:
     """Float32 sums of the leaves' blocks of :data:`K`, ``w_of(cols)`` giving the
-    weights of columns ``cols``: one strided ``reduce_window`` (padding the last
-    block inside the reduction), into which XLA:CPU fuses the weights, so that
-    the ``(R, n)`` weights are never written to memory."""
+    weights of columns ``cols``, with the weights fused into the pass that sums
+    them, so that the ``(R, n)`` weights are never written to memory.
+
+    Two formulations of the same sums (each block's ``K`` non-negative terms
+    added in some order, within ``(K - 1) u`` of exact either way), chosen by
+    :func:`jaxdp._tuning.strided_block_sums` from static shapes: one strided
+    ``reduce_window`` (padding the last block inside the reduction), or, for
+    several rows of a multiple of ``K`` outcomes, the ``K`` strided slices of the
+    lanes added left to right (one elementwise fusion over the blocks, which
+    XLA:CPU vectorises and splits over the rows; it emits the ``reduce_window`` as
+    a loop of ``K`` per block).
+    """
     w = w_of(slice(0, n))
+    num_rows = math.prod(w.shape[:-1])
+    if _tuning.strided_block_sums(num_rows, n):
+        return functools.reduce(jnp.add, [w[..., j::K] for j in range(K)])
     pad = -(-n // K) * K - n
     dims = (1,) * (w.ndim - 1) + (K,)
     padding = [(0, 0)] * (w.ndim - 1) + [(0, pad)]

@@ -27,11 +27,13 @@ page faults. The transform is select-free for that reason.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
+from . import _tuning
 from ._checks import compute_dtype
 from ._rows import broadcast_batch
 from ._twofloat import two_sum
@@ -111,11 +113,26 @@ def difference(scores: Array, row_max: Array) -> tuple[Array, Array]:
     return two_sum(scores, -row_max)
 
 
+def row_max(scores: Array) -> Array:
+    """Each row's maximum, ``(...,)`` for scores ``(..., n)``: ``jnp.max``, except for
+    integer scores where :data:`jaxdp._tuning.STRIDED_INT_ROW_MAX` says otherwise:
+    then the elementwise maximum of the ``8`` strided slices of the rows (and of
+    the last ``n mod 8`` entries), then the maximum of that. The same value either
+    way (a maximum is exact in any order)."""
+    n = scores.shape[-1]
+    main = n - n % 8
+    if not (jnp.issubdtype(scores.dtype, jnp.integer) and main and _tuning.strided_int_row_max()):
+        return jnp.max(scores, axis=-1)
+    lanes = functools.reduce(jnp.maximum, [scores[..., j:main:8] for j in range(8)])
+    top = jnp.max(lanes, axis=-1)
+    return top if main == n else jnp.maximum(top, jnp.max(scores[..., main:], axis=-1))
+
+
 def integer_gaps(scores: Array) -> Array:
     """Integer scores ``(..., n)`` as floats ``-(row max - s)`` (:func:`difference`):
     exact below 2**24, and each row's maximum exactly 0 (``-0.0``)."""
     scores = _widen(scores)
-    return difference(scores, jnp.max(scores, axis=-1, keepdims=True))[0]
+    return difference(scores, row_max(scores)[..., None])[0]
 
 
 def float_scores(scores: Array) -> Array:
@@ -181,9 +198,9 @@ def from_scores(scores: Array, scale: Array) -> Logits:
     if jnp.issubdtype(scores.dtype, jnp.integer):
         scores = _widen(scores)
     batch = broadcast_batch(scores.shape[:-1], jnp.shape(scale))
-    row_max = jnp.max(scores, axis=-1)
+    top = row_max(scores)
     row_scale = clip_scale(jnp.asarray(scale, compute_dtype()))
-    return Logits(scores, jnp.broadcast_to(row_max, batch), jnp.broadcast_to(row_scale, batch))
+    return Logits(scores, jnp.broadcast_to(top, batch), jnp.broadcast_to(row_scale, batch))
 
 
 def shift_log_weights(log_weights: Array) -> tuple[Array, Array]:

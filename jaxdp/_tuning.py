@@ -56,9 +56,12 @@ that choice; a rule made to differ must be staged too.
 
 Draws. A chunked loop splits its key once per step, so for a fixed key the
 draws depend on the chunking, hence on the backend (the design allows this:
-across CPU and GPU the law is the same, the draws may differ). On CPU every
-value below is the one the kernels used before, so CPU draws are unchanged; on a
-GPU the layout rules of 2026-11-26 changed the draws of the categorical kernel.
+across CPU and GPU the law is the same, the draws may differ). On a GPU the
+layout rules of 2026-11-26 changed the draws of the categorical kernel. On CPU
+the layout rules re-measured for several rows (2026-11-26) and
+:data:`STRIDED_BLOCK_SUMS` (2026-11-27: the order of each block's additions, so
+a draw whose uniform falls within the last bits of a block's sum) changed some
+draws of the calls they newly take; the law and its guarantee are unchanged.
 """
 
 from __future__ import annotations
@@ -315,6 +318,61 @@ def hybrid_depth(n: int, num_draws: int, platform: str | None = None, num_rows: 
     if use_alias(n, num_draws, platform, num_rows):
         return 0
     return deeper()
+
+
+#: Large batches of rows of a multiple of ``K`` outcomes sum their leaves'
+#: blocks as ``K`` strided slices added in order, rather than by one strided
+#: ``reduce_window`` (:func:`jaxdp._descent._leaf_block_sums`; the same sums up
+#: to the order of each block's ``K`` additions, both within the ``(K - 1) u`` the
+#: guarantee counts): from ``min_entries`` scores in the call (rows times
+#: outcomes) and ``min_n`` outcomes a row. The slices are one elementwise fusion
+#: with the weights' exponentials, which XLA:CPU vectorises and splits over the
+#: blocks. CPU: ``python -m benchmarks tuning --only block_sums`` (rows
+#: ``block_sums_b<B>_n<n>_s<S>_<dtype>`` in ``benchmarks/results/
+#: cpu-2core-intel-xeon/block-sums/``, the two timed against each other under the
+#: default layout rule, float32 and int32 scores, 1 to 200,000 rows of 48 to
+#: 2**24 outcomes): at 2**23 scores and more, from 128 outcomes a row, the slices
+#: took 0.53-1.20 of the ``reduce_window``'s time (median 0.71, below 1 on 27 of
+#: the 30 shapes and dtypes; the 1.20, 10**4 float32 rows of 1000, took 0.64
+#: in an earlier run of the section); on smaller calls they
+#: ranged from 0.83 to 1.32 (median 0.97; one row of 10**4 to 10**6: 0.94-1.23),
+#: and on rows of 48 and 104 outcomes 1.50-3.05 at any size. A partial last
+#: block keeps the ``reduce_window`` (a pad, or a separate last block, inside
+#: the fusion was slower, up to three times, on the shapes tried).
+#: GPU: never (not measured there). Read at trace time, not staged
+#: (:func:`staged`): a program lowered for the other kind gets the same sums,
+#: only not that kind's choice of formulation.
+STRIDED_BLOCK_SUMS = {"cpu": {"min_entries": 1 << 23, "min_n": 128}, "gpu": None}
+
+
+def strided_block_sums(num_rows: int, n: int, platform: str | None = None) -> bool:
+    """Whether ``num_rows`` rows of ``n`` outcomes sum their leaves' blocks by strided
+    slices (:data:`STRIDED_BLOCK_SUMS`)."""
+    from ._descent import K  # at call time: _descent imports this module
+
+    rule = STRIDED_BLOCK_SUMS[kind(platform)]
+    if rule is None or n % K:
+        return False
+    return n >= rule["min_n"] and num_rows * n >= rule["min_entries"]
+
+
+#: Whether the row maximum of integer scores is taken as the elementwise maximum
+#: of 8 strided slices, then a maximum over the row (:func:`jaxdp._logits.row_max`),
+#: rather than by one ``jnp.max``: the same value. XLA:CPU hands a float
+#: maximum to a YNNPACK fusion but emits an integer one as a ``reduce_window``
+#: loop. CPU: ``python -m benchmarks tuning --only int_max`` (rows
+#: ``int_max_b<B>_n<n>`` in ``benchmarks/results/cpu-2core-intel-xeon/int-max/``,
+#: ``exponential`` on int32 scores, one draw per row, the two timed against each
+#: other, 1 to 10**5 rows of 10 to 10**6 outcomes): 0.77-1.03 of ``jnp.max``'s
+#: time (0.97 at 256 rows of 32768, issue 11's C1, in that run). GPU:
+#: ``jnp.max`` (not measured there).
+STRIDED_INT_ROW_MAX = {"cpu": True, "gpu": False}
+
+
+def strided_int_row_max(platform: str | None = None) -> bool:
+    """:data:`STRIDED_INT_ROW_MAX` for ``platform`` (default: the default backend, at
+    trace time; the value is the same either way, so this is not staged)."""
+    return STRIDED_INT_ROW_MAX[kind(platform)]
 
 
 #: Calls of fewer rows than this walk the draws of the descent (or of the hybrid)

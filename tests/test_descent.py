@@ -399,3 +399,116 @@ def test_flat_walk_draws_as_the_rows_walk(monkeypatch, how, depth, rows, n, draw
     np.testing.assert_array_equal(flat[1], rows_walk[1])
     assert np.all(flat[1])
     assert len(np.unique(flat[0][:, 1])) > 1  # draws that can differ
+
+
+# ----------------------------------------------------------------------------- block sums
+
+U32 = 2.0**-24
+
+
+def test_strided_block_sums_rule():
+    """Large batches (2**23 scores and more) of rows of at least 128 outcomes, a
+    multiple of K, sum their leaves' blocks by strided slices on CPU; nothing else."""
+    from jaxdp import _tuning
+
+    rule = _tuning.strided_block_sums
+    assert rule(256, 32768, "cpu") and rule(1, 2**23, "cpu") and rule(65536, 128, "cpu")
+    assert not rule(255, 32768, "cpu")  # 2**23 - 32768 scores
+    assert not rule(2**17, 120, "cpu")  # rows shorter than 128
+    assert not rule(10**4, 1001, "cpu")  # a partial last block
+    assert not rule(256, 32768, "cuda")
+
+
+def _block_sums(scores, row_max, scale):
+    n = scores.shape[-1]
+
+    def sums(s):
+        weights = lambda cols: _descent.weights(s[:, cols], row_max, scale)  # noqa: E731
+        return _descent._leaf_block_sums(weights, n)
+
+    return np.asarray(jax.jit(sums)(scores), np.float64)
+
+
+def _exact_block_sums(scores, row_max, scale):
+    """The blocks' sums of the exact weights, in float64."""
+    s = np.asarray(scores, np.float64)
+    m, c = (np.asarray(x, np.float64)[:, None] for x in (row_max, scale))
+    w = np.exp((s - m) * c)
+    pad = -(-s.shape[1] // _descent.K) * _descent.K - s.shape[1]
+    w = np.pad(w, ((0, 0), (0, pad)))
+    return w.reshape(s.shape[0], -1, _descent.K).sum(-1)
+
+
+def _block_case(rows, n):
+    """Scores with a dominant weight beside tiny ones and a -inf score."""
+    scores = np.random.default_rng(rows * n).normal(size=(rows, n)).astype(np.float32) * 3
+    scores[0, 1] = 60.0
+    scores[-1, 2] = -np.inf
+    row_max = jnp.asarray(scores.max(axis=1))
+    scale = jnp.asarray(np.linspace(0.4, 1.1, rows), jnp.float32)
+    return jnp.asarray(scores), row_max, scale
+
+
+def _within_block_bound(got, exact):
+    """Each block within ``weight_error + (K - 1) u`` of its exact sum (relative): the
+    weights' error and the float32 sum of K non-negative terms in any order."""
+    bound = _descent.weight_error() + (_descent.K - 1) * U32
+    return bool(np.all(np.abs(got - exact) <= bound * exact))
+
+
+@pytest.mark.parametrize(("rows", "n"), [(1, 4096), (3, 1000), (5, 1003), (64, 136), (2, 9)])
+@pytest.mark.parametrize("strided", [False, True])
+def test_block_sums_within_their_bound(monkeypatch, rows, n, strided):
+    """Both formulations of the leaves' block sums (the strided slices only where n
+    is a multiple of K) are within the bound the guarantee counts of the exact
+    sums, the dominant block and the one holding -inf included."""
+    from jaxdp import _tuning
+
+    rule = {"min_entries": 0, "min_n": 0} if strided else None
+    monkeypatch.setitem(_tuning.STRIDED_BLOCK_SUMS, _tuning.kind(), rule)
+    jax.clear_caches()
+    scores, row_max, scale = _block_case(rows, n)
+    got = _block_sums(scores, row_max, scale)
+    exact = _exact_block_sums(scores, row_max, scale)
+    assert got.shape == exact.shape == (rows, -(-n // _descent.K))
+    assert _within_block_bound(got, exact)
+    assert _tuning.strided_block_sums(rows, n) == (strided and n % _descent.K == 0)
+
+
+def test_block_sums_check_catches_a_lost_lane(monkeypatch):
+    """The same check rejects strided sums that drop one lane of each block."""
+    from jaxdp import _tuning
+
+    monkeypatch.setitem(_tuning.STRIDED_BLOCK_SUMS, _tuning.kind(), None)
+    scores, row_max, scale = _block_case(3, 1000)
+    lanes = np.asarray(_descent.weights(scores, row_max, scale), np.float64).reshape(3, -1, 8)
+    wrong = lanes[..., :-1].sum(-1)
+    assert not _within_block_bound(wrong, _exact_block_sums(scores, row_max, scale))
+
+
+@pytest.mark.parametrize(("how", "depth"), [("descent", 0), ("hybrid", 1), ("hybrid", 2)])
+def test_law_with_strided_block_sums(monkeypatch, how, depth):
+    """Three rows of random scores (three laws), each drawn 100,000 times with the
+    strided block sums forced on, through the descent and the hybrids of depth 1
+    and 2 (whose table is built over them), tested block by block (512 blocks:
+    a block sum off by its own factor moves its block's share); 0.8 ε is
+    rejected. At the rule's own sizes the descent's law test at n = 10**7
+    (test_law_every_depth) takes them too."""
+    from jaxdp import _tuning
+
+    monkeypatch.setitem(_tuning.STRIDED_BLOCK_SUMS, _tuning.kind(), {"min_entries": 0, "min_n": 0})
+    monkeypatch.setattr(_tuning, "layout", lambda *a, **k: how)
+    monkeypatch.setattr(_tuning, "hybrid_depth", lambda *a, **k: depth)
+    jax.clear_caches()
+    n, draws = 4096, 100_000
+    rng = np.random.default_rng(4)
+    rows = np.stack([rng.normal(size=n) * k for k in (1.5, 2.0, 2.5)]).astype(np.float32)
+    assert _tuning.strided_block_sums(3, n)
+    r = np.asarray(jaxdp.exponential(jax.random.key(9), rows, epsilon=1.0, sensitivity=1.0,
+                                     shape=(draws, 3)))  # fmt: skip
+    g = np.arange(n) // _descent.K
+    for k, s in enumerate(rows.astype(np.float64)):
+        for eps in (1.0, 0.8):
+            p = np.exp(eps * (s - s.max()) / 2)
+            law = np.bincount(g, weights=p / p.sum())
+            assert (_group_pvalue(r[:, k], g, law) > 1e-4) == (eps == 1.0), (k, eps)

@@ -201,6 +201,31 @@ def test_integer_scores_write_no_float_copy():
     assert temp_bytes(jnp.int32) <= temp_bytes(jnp.float32) + 64 * 4096
 
 
+@pytest.mark.parametrize("strided", [False, True])
+@pytest.mark.parametrize("dtype", [np.int32, np.uint32, np.int8])
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 1003, 4096])
+def test_integer_row_max_both_ways(monkeypatch, strided, dtype, n):
+    """The rows' maxima of integer scores, by strided slices and by ``jnp.max``
+    (``_tuning.STRIDED_INT_ROW_MAX``), are numpy's, with the maximum at the dtype's
+    top in every lane of the slices and in the last ``n mod 8`` entries, and for a
+    row of the dtype's minimum only; eagerly and under jit."""
+    from jaxdp import _logits, _tuning
+
+    monkeypatch.setitem(_tuning.STRIDED_INT_ROW_MAX, _tuning.kind(), strided)
+    info = np.iinfo(dtype)
+    main = n - n % 8
+    where = sorted({0, n - 1, *range(min(n, 16)), *range(max(main - 8, 0), n)})
+    rng = np.random.default_rng(n)
+    x = rng.integers(info.min, info.max, size=(len(where) + 1, n), dtype=dtype)
+    for row, at in enumerate(where):
+        x[row, at] = info.max
+    x[-1] = info.min
+    for run in (_logits.row_max, jax.jit(_logits.row_max)):
+        got = np.asarray(run(jnp.asarray(x)))
+        assert got.dtype == x.dtype
+        np.testing.assert_array_equal(got, x.max(axis=1))
+
+
 def test_private_mode_counts_stay_integers_to_the_kernel():
     # A record moves one count by exactly 1 even at 2**24 scale: the shift is exact.
     from jaxdp._categorical import _counts

@@ -6,9 +6,13 @@
 # Runs, each under its own time limit (seconds; SIGINT first, so pytest still prints
 # its summary): the suite's quick mode on the GPU, the tabulated noisy max's cost
 # model (``tuning --only costs``), the suite's S >= 1e8 and large-W2 rows (full
-# mode, the GPU targets), where W2 spends its time (``benchmarks/w2_probe.py``),
-# and the test suite on the GPU: at most 565 s in all (about 8 minutes ran), so a
-# 15-minute lease needs no second start. (The tuning grid and the crossover,
+# mode, the GPU targets), where W2 spends its time (``benchmarks/w2_probe.py``), the
+# two CPU formulations of 2026-11-27 timed on the GPU (``tuning --quick --only
+# block_sums --only int_max``: the block sums by strided slices and the integer row
+# maximum; at B = 1e4, n = 1e5 the probe found the block sums and levels 8.3 ms
+# against the weights' 3.4), and the test suite on the GPU: at most 640 s in all
+# (about 8 minutes ran before the block-sums step was added), so a 15-minute lease
+# needs no second start. (The tuning grid and the crossover,
 # ``tuning --quick`` and ``crossover --quick``, ran in an earlier lease.) Logs and
 # results go to $R (default /tmp/jaxdp-device) and, packed after every step, to
 # $OUT/device.tgz when OUT is set, so a lease cut short still returns what
@@ -51,6 +55,8 @@ step suite_gpu_targets 35 $PY -m benchmarks --backend gpu --no-progress --no-plo
   --out "$R/results-targets" \
   --only '^exponential_auto_(n1e1_s1e8|n1e3_s1e8|n1e5_s1e8|n1e3_b1e5|n1e5_b1e4)_f32$'
 step w2_probe 40 $PY benchmarks/w2_probe.py "$R"
+step block_sums 75 $PY -m benchmarks tuning --quick --only block_sums --only int_max \
+  --out "$R/results-block-sums"
 # The tests last: each worker is its own process on the one GPU (no preallocation).
 XLA_PYTHON_CLIENT_PREALLOCATE=false step pytest 300 $PY -m pytest -q -p no:cacheprovider \
   -n 16 --durations=20 tests

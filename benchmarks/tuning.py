@@ -228,6 +228,9 @@ GRID = {
 #: row drawn 2**20 times (10**9 noise values a call) as well as the CPU rows.
 GPU_GRID = {
     "quick": {
+        # W2's shapes (one draw per row): the block sums are most of its time there
+        "block_sums": [(10**4, 1000, 1), (10**4, 10**5, 1), (256, 32768, 1)],
+        "int_max": [(256, 32768)],
         "race": [(1, 1000, 1 << 14), (1, 1000, 1 << 20), (1024, 1000, 1)],
         "chunks": (1 << 20, 1 << 24),
         "table_n": (512, 2048),

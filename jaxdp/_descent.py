@@ -531,6 +531,7 @@ def sample(key: PRNGKey, w: Array, num_draws: int) -> tuple[Array, Array]:
     """
     num_rows, n = w.shape
     _check_size(num_rows, n)
+    w = jax.lax.stop_gradient(w)  # the drawn index carries none (see _logits.no_gradient)
 
     def build(plan: tuple[str, int]) -> Callable[[PRNGKey, Array], tuple[Array, Array]]:
         how, depth = plan
@@ -559,6 +560,7 @@ def sample_scores(
     of exact, which :func:`guarantee` counts twice)."""
     num_rows, n = scores.shape
     _check_size(num_rows, n)
+    scores, row_max, scale = _logits.no_gradient((scores, row_max, scale))
 
     def build(plan: tuple[str, int]) -> Callable[..., tuple[Array, Array]]:
         how, depth = plan

@@ -113,6 +113,18 @@ def difference(scores: Array, row_max: Array) -> tuple[Array, Array]:
     return two_sum(scores, -row_max)
 
 
+def no_gradient(tree):
+    """``tree`` (arrays, or a :class:`Logits`) with every leaf behind
+    ``lax.stop_gradient``: what the samplers do to their inputs before drawing an
+    index. The index is an integer and carries no gradient (its law's parameters
+    would need a score-function estimator, not a pathwise one), and the kernels'
+    exact reductions (a double-float variadic ``reduce``, ``reduce_window``) have no
+    JVP rule, so without this ``jax.grad`` of a loss that uses a drawn index would
+    fail inside them; with it the loss's own use of the scores is differentiated,
+    as with ``jax.random.categorical``."""
+    return jax.tree_util.tree_map(jax.lax.stop_gradient, tree)
+
+
 def row_max(scores: Array) -> Array:
     """Each row's maximum, ``(...,)`` for scores ``(..., n)``: ``jnp.max``, except for
     integer scores where :data:`jaxdp._tuning.STRIDED_INT_ROW_MAX` says otherwise:

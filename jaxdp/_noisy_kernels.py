@@ -59,7 +59,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _random, _tuning
+from . import _logits, _random, _tuning
 from ._logits import Logits, clip_scale
 from ._rows import even_chunks, map_steps, split_shape
 from ._rows import largest_divisor as _largest_divisor
@@ -158,7 +158,7 @@ def noisy_argmax(
     products go to the lowest index; ``-inf`` scores are never selected unless
     the whole row is ``-inf`` (top-k: positions past the finite scores are -1).
     """
-    logits = logits.as_float()
+    logits = _logits.no_gradient(logits.as_float())
     scores = logits.scores
     if scores.dtype != jnp.float64:
         scores = scores.astype(jnp.float32)

@@ -88,7 +88,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_batching import custom_vmap
 
-from . import _alias, _descent, _tuning
+from . import _alias, _descent, _logits, _tuning
 from ._logits import Logits
 from ._noisy_kernels import _first_argmin
 from ._random import _unit64, bits64
@@ -593,7 +593,7 @@ def draw(key: PRNGKey, logits: Logits, shape: tuple[int, ...], noise: str) -> tu
     The scale of ``logits`` is the unrounded ``epsilon / (2 sensitivity)`` (or
     ``/ sensitivity``), clamped; it is rounded down here.
     """
-    logits = logits.as_float()
+    logits = _logits.no_gradient(logits.as_float())
     scores = logits.scores
     if scores.dtype != jnp.float64:
         scores = scores.astype(jnp.float32)

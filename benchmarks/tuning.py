@@ -25,7 +25,8 @@ calling anything else than the public samplers. Rows:
   ``(S, B)``: below how many rows the flat walk pays (``FLAT_BELOW_ROWS``).
 * ``block_sums_b<B>_n<n>_s<S>_<dtype>``: ``exponential`` under the default
   layout rule, the leaves' block sums taken by ``K`` strided slices against one
-  ``reduce_window``, float32 and int32 scores: from which sizes the slices pay
+  ``reduce_window``, float32 and int32 scores (and ``block_sums_vmap_*``: a
+  ``jax.vmap`` over the rows): from which sizes the slices pay
   (``STRIDED_BLOCK_SUMS``).
 * ``int_max_b<B>_n<n>``: ``exponential`` on int32 scores, one draw per row, the
   rows' maxima by strided slices against one ``jnp.max`` (``STRIDED_INT_ROW_MAX``).
@@ -202,6 +203,8 @@ GRID = {
             (10**5, 104, 1),
             (200000, 48, 1),
         ],
+        # (rows B, candidates n): the same, jax.vmap over the rows (one draw each)
+        "block_sums_vmap": [(1024, 10**4), (10**4, 1000), (256, 32768)],
         # (rows B, candidates n): integer row maxima by strided slices against jnp.max
         "int_max": [
             (1, 1000),
@@ -498,6 +501,34 @@ def block_sums_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
                 f"{t['b_s'] * 1e3:.3g} ms | strided/reduce_window {t['ratio']:.2f} |",
                 flush=True,
             )
+    # The same under a vmap over the rows (one draw each): the rule counts the batch.
+    for b, n in grid.get("block_sums_vmap", ()):
+        x = _scores(b, n)
+        keys = jax.random.split(jax.random.key(0), b)
+
+        def over_rows(keys, x):
+            def one(k, row):
+                return jaxdp.exponential(k, row, epsilon=1.0, sensitivity=1.0)
+
+            return jax.vmap(one)(keys, x)
+
+        with override(_tuning.STRIDED_BLOCK_SUMS, {"min_entries": 0, "min_n": 0}):
+            strided = _call(over_rows, keys, x)
+        with override(_tuning.STRIDED_BLOCK_SUMS, None):
+            window = _call(over_rows, keys, x)
+        t = _pair(strided, window, repeats)
+        name = f"block_sums_vmap_b{b}_n{n}_float32"
+        out.append(
+            {"name": name, "constant": "STRIDED_BLOCK_SUMS", "b": b, "n": n, "s": 1,
+             "dtype": "float32", "vmap": True, "strided_s": t["a_s"],
+             "reduce_window_s": t["b_s"], "strided_over_reduce_window": t["ratio"],
+             "strided_by_default": _tuning.strided_block_sums(b, n)}
+        )  # fmt: skip
+        print(
+            f"| {name} | vmap | strided {t['a_s'] * 1e3:.3g} ms | reduce_window "
+            f"{t['b_s'] * 1e3:.3g} ms | strided/reduce_window {t['ratio']:.2f} |",
+            flush=True,
+        )
     return out
 
 

@@ -205,21 +205,41 @@ def _leaf_block_sums(w_of: Callable[[slice], Array], n: int) -> Array:
 
     Two formulations of the same sums (each block's ``K`` non-negative terms
     added in some order, within ``(K - 1) u`` of exact either way), chosen by
-    :func:`jaxdp._tuning.strided_block_sums` from static shapes: one strided
-    ``reduce_window`` (padding the last block inside the reduction), or, for
-    several rows of a multiple of ``K`` outcomes, the ``K`` strided slices of the
-    lanes added left to right (one elementwise fusion over the blocks, which
-    XLA:CPU vectorises and splits over the rows; it emits the ``reduce_window`` as
-    a loop of ``K`` per block).
+    :func:`jaxdp._tuning.strided_block_sums` from the number of rows and ``n``:
+    one strided ``reduce_window`` (padding the last block inside the reduction),
+    or the ``K`` strided slices of the lanes added left to right (one elementwise
+    fusion over the blocks, which XLA:CPU vectorises and splits; it emits the
+    ``reduce_window`` as a loop of ``K`` per block). Under ``vmap`` the rows
+    counted are the batch's (:func:`_leaf_sums_for`), so a ``vmap`` over rows sums
+    as the same rows in one call do.
     """
     w = w_of(slice(0, n))
-    num_rows = math.prod(w.shape[:-1])
-    if _tuning.strided_block_sums(num_rows, n):
-        return functools.reduce(jnp.add, [w[..., j::K] for j in range(K)])
-    pad = -(-n // K) * K - n
-    dims = (1,) * (w.ndim - 1) + (K,)
-    padding = [(0, 0)] * (w.ndim - 1) + [(0, pad)]
-    return jax.lax.reduce_window(w, jnp.zeros((), w.dtype), jax.lax.add, dims, dims, padding)
+    return _leaf_sums_for(math.prod(w.shape[:-1]))(w)
+
+
+@functools.cache
+def _leaf_sums_for(num_rows: int) -> Callable[[Array], Array]:
+    """The leaves' block sums of weights ``(..., n)`` making ``num_rows`` rows in all:
+    a :func:`jax.custom_batching.custom_vmap` function whose batching rule
+    multiplies ``num_rows`` by the batch's size, at every level of nested ``vmap``s
+    (its inputs carry no gradient: the kernels stop it first)."""
+
+    @jax.custom_batching.custom_vmap
+    def sums(w: Array) -> Array:
+        n = w.shape[-1]
+        if _tuning.strided_block_sums(num_rows, n):
+            return functools.reduce(jnp.add, [w[..., j::K] for j in range(K)])
+        pad = -(-n // K) * K - n
+        dims = (1,) * (w.ndim - 1) + (K,)
+        padding = [(0, 0)] * (w.ndim - 1) + [(0, pad)]
+        return jax.lax.reduce_window(w, jnp.zeros((), w.dtype), jax.lax.add, dims, dims, padding)
+
+    @sums.def_vmap
+    def _rule(axis_size: int, in_batched: list[bool], w: Array) -> tuple[Array, bool]:
+        (batched,) = in_batched
+        return _leaf_sums_for(num_rows * axis_size if batched else num_rows)(w), batched
+
+    return sums
 
 
 def level_counts(n: int) -> list[int]:

@@ -333,13 +333,17 @@ def hybrid_depth(n: int, num_draws: int, platform: str | None = None, num_rows: 
 #: default layout rule, float32 and int32 scores, 1 to 200,000 rows of 48 to
 #: 2**24 outcomes): at 2**23 scores and more, from 128 outcomes a row, the slices
 #: took 0.53-1.20 of the ``reduce_window``'s time (median 0.71, below 1 on 27 of
-#: the 30 shapes and dtypes; the 1.20, 10**4 float32 rows of 1000, took 0.64
-#: in an earlier run of the section); on smaller calls they
-#: ranged from 0.83 to 1.32 (median 0.97; one row of 10**4 to 10**6: 0.94-1.23),
+#: the 30 shapes and dtypes; the 1.20, 10**4 float32 rows of 1000, is W2's
+#: shape, whose suite row took about half the time of the commit before in
+#: three quick runs); on smaller calls they ranged from 0.83 to 1.32 (median
+#: 0.97; one row of 10**4 to 10**6: 0.94-1.23),
 #: and on rows of 48 and 104 outcomes 1.50-3.05 at any size. A partial last
 #: block keeps the ``reduce_window`` (a pad, or a separate last block, inside
 #: the fusion was slower, up to three times, on the shapes tried).
-#: GPU: never (not measured there). Read at trace time, not staged
+#: GPU: never (not measured there). Under ``vmap`` the rows counted are the
+#: batch's: a ``vmap`` over 1024 rows of 10**4, 10**4 of 1000 and 256 of 32768
+#: took 0.53-0.57 of its time with the ``reduce_window`` (rows
+#: ``block_sums_vmap_*`` of the same file). Read at trace time, not staged
 #: (:func:`staged`): a program lowered for the other kind gets the same sums,
 #: only not that kind's choice of formulation.
 STRIDED_BLOCK_SUMS = {"cpu": {"min_entries": 1 << 23, "min_n": 128}, "gpu": None}

@@ -512,3 +512,54 @@ def test_law_with_strided_block_sums(monkeypatch, how, depth):
             p = np.exp(eps * (s - s.max()) / 2)
             law = np.bincount(g, weights=p / p.sum())
             assert (_group_pvalue(r[:, k], g, law) > 1e-4) == (eps == 1.0), (k, eps)
+
+
+def test_block_sums_count_the_batch_under_vmap(monkeypatch):
+    """Under nested ``vmap``s the block sums' rule sees every row of the batch (5 x 3
+    x 2 = 30 here), and the sums are those of the same 30 rows in one call."""
+    from jaxdp import _tuning
+
+    seen = []
+    rule = _tuning.strided_block_sums
+    monkeypatch.setattr(_tuning, "strided_block_sums", lambda r, n: seen.append(r) or rule(r, n))
+    monkeypatch.setitem(
+        _tuning.STRIDED_BLOCK_SUMS, _tuning.kind(), {"min_entries": 30 * 64, "min_n": 0}
+    )
+    n = 64
+    w = jnp.asarray(np.random.default_rng(0).random((5, 3, 2, n)), jnp.float32)
+
+    def sums(w):
+        return _descent._leaf_block_sums(lambda cols: w[..., cols], n)
+
+    nested = jax.jit(jax.vmap(jax.vmap(sums)))(w)
+    assert 30 in seen and rule(30, n) and not rule(2, n)
+    flat = jax.jit(sums)(w.reshape(30, n)).reshape(5, 3, 2, n // _descent.K)
+    np.testing.assert_array_equal(nested, flat)
+
+
+def test_law_of_a_vmap_over_rows_with_strided_block_sums(monkeypatch):
+    """A ``vmap`` over three rows takes the strided sums when the batch reaches the
+    rule (one row alone does not), and each row keeps its law (block by block)."""
+    from jaxdp import _tuning
+
+    n, draws = 4096, 100_000
+    monkeypatch.setitem(
+        _tuning.STRIDED_BLOCK_SUMS, _tuning.kind(), {"min_entries": 3 * n, "min_n": 0}
+    )
+    seen = []
+    rule = _tuning.strided_block_sums
+    monkeypatch.setattr(_tuning, "strided_block_sums", lambda r, m: seen.append(r) or rule(r, m))
+    monkeypatch.setattr(_tuning, "layout", lambda *a, **k: "descent")
+    jax.clear_caches()
+    rng = np.random.default_rng(5)
+    rows = np.stack([rng.normal(size=n) * k for k in (1.5, 2.0, 2.5)]).astype(np.float32)
+
+    def one(key, row):
+        return jaxdp.exponential(key, row, epsilon=1.0, sensitivity=1.0, shape=(draws,))
+
+    r = np.asarray(jax.jit(jax.vmap(one))(jax.random.split(jax.random.key(11), 3), rows))
+    assert 3 in seen and rule(3, n) and not rule(1, n)
+    g = np.arange(n) // _descent.K
+    for k, s in enumerate(rows.astype(np.float64)):
+        p = np.exp((s - s.max()) / 2)
+        assert _group_pvalue(r[k], g, np.bincount(g, weights=p / p.sum())) > 1e-4, k

@@ -467,11 +467,41 @@ def rows_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
     return out
 
 
+def _block_sums_row(
+    name: str,
+    how: str,
+    b: int,
+    n: int,
+    s: int,
+    dtype: str,
+    fn: Callable[..., Any],
+    args: tuple,
+    repeats: int,
+) -> dict[str, Any]:
+    """One row of :func:`block_sums_rows`: ``fn(*args)`` with the strided block sums
+    forced on against the ``reduce_window`` forced on, timed and printed."""
+    with override(_tuning.STRIDED_BLOCK_SUMS, {"min_entries": 0, "min_n": 0}):
+        strided = _call(fn, *args)
+    with override(_tuning.STRIDED_BLOCK_SUMS, None):
+        window = _call(fn, *args)
+    t = _pair(strided, window, repeats)
+    print(
+        f"| {name} | {how} | strided {t['a_s'] * 1e3:.3g} ms | reduce_window "
+        f"{t['b_s'] * 1e3:.3g} ms | strided/reduce_window {t['ratio']:.2f} |",
+        flush=True,
+    )
+    return {"name": name, "constant": "STRIDED_BLOCK_SUMS", "b": b, "n": n, "s": s,
+            "dtype": dtype, "layout": how, "strided_s": t["a_s"], "reduce_window_s": t["b_s"],
+            "strided_over_reduce_window": t["ratio"],
+            "strided_by_default": _tuning.strided_block_sums(b, n)}  # fmt: skip
+
+
 def block_sums_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
     """The leaves' block sums by ``K`` strided slices against one ``reduce_window``
     (:func:`jaxdp._descent._leaf_block_sums`), ``exponential`` under the default
     layout rule, float32 and int32 scores (the same draws up to the order of each
-    block's additions)."""
+    block's additions); then under a ``vmap`` over the rows (``block_sums_vmap``,
+    one draw each), where the rule counts the batch."""
     out = []
     for b, n, s in grid["block_sums"]:
         for dtype in ("float32", "int32"):
@@ -483,28 +513,11 @@ def block_sums_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
             def fn(k, x, shape=shape):
                 return jaxdp.exponential(k, x, epsilon=1.0, sensitivity=1.0, shape=shape)
 
-            with override(_tuning.STRIDED_BLOCK_SUMS, {"min_entries": 0, "min_n": 0}):
-                strided = _call(fn, jax.random.key(0), x)
-            with override(_tuning.STRIDED_BLOCK_SUMS, None):
-                window = _call(fn, jax.random.key(0), x)
-            t = _pair(strided, window, repeats)
             name = f"block_sums_b{b}_n{n}_s{s}_{dtype}"
             how = _tuning.layout(n, s, num_rows=b)
-            out.append(
-                {"name": name, "constant": "STRIDED_BLOCK_SUMS", "b": b, "n": n,
-                 "s": s, "dtype": dtype, "layout": how, "strided_s": t["a_s"],
-                 "reduce_window_s": t["b_s"], "strided_over_reduce_window": t["ratio"],
-                 "strided_by_default": _tuning.strided_block_sums(b, n)}
-            )  # fmt: skip
-            print(
-                f"| {name} | {how} | strided {t['a_s'] * 1e3:.3g} ms | reduce_window "
-                f"{t['b_s'] * 1e3:.3g} ms | strided/reduce_window {t['ratio']:.2f} |",
-                flush=True,
-            )
-    # The same under a vmap over the rows (one draw each): the rule counts the batch.
+            out.append(_block_sums_row(name, how, b, n, s, dtype, fn, (jax.random.key(0), x),
+                                       repeats))  # fmt: skip
     for b, n in grid.get("block_sums_vmap", ()):
-        x = _scores(b, n)
-        keys = jax.random.split(jax.random.key(0), b)
 
         def over_rows(keys, x):
             def one(k, row):
@@ -512,23 +525,9 @@ def block_sums_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
 
             return jax.vmap(one)(keys, x)
 
-        with override(_tuning.STRIDED_BLOCK_SUMS, {"min_entries": 0, "min_n": 0}):
-            strided = _call(over_rows, keys, x)
-        with override(_tuning.STRIDED_BLOCK_SUMS, None):
-            window = _call(over_rows, keys, x)
-        t = _pair(strided, window, repeats)
+        args = (jax.random.split(jax.random.key(0), b), _scores(b, n))
         name = f"block_sums_vmap_b{b}_n{n}_float32"
-        out.append(
-            {"name": name, "constant": "STRIDED_BLOCK_SUMS", "b": b, "n": n, "s": 1,
-             "dtype": "float32", "vmap": True, "strided_s": t["a_s"],
-             "reduce_window_s": t["b_s"], "strided_over_reduce_window": t["ratio"],
-             "strided_by_default": _tuning.strided_block_sums(b, n)}
-        )  # fmt: skip
-        print(
-            f"| {name} | vmap | strided {t['a_s'] * 1e3:.3g} ms | reduce_window "
-            f"{t['b_s'] * 1e3:.3g} ms | strided/reduce_window {t['ratio']:.2f} |",
-            flush=True,
-        )
+        out.append(_block_sums_row(name, "vmap", b, n, 1, "float32", over_rows, args, repeats))
     return out
 
 

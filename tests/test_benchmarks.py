@@ -237,7 +237,8 @@ def test_tuning_sections_run_and_restore_the_tables():
     rule = _tuning.hybrid_depth
     grid = {"layout": [(1, 20, (1,))], "depth": [(1, 100, (20,))], "race": [(2, 10, 3)],
             "chunks": (16,), "table_n": (8,), "band": [(1, 1000, (20,))],
-            "block_sums": [(2, 16, 1)], "int_max": [(2, 19)]}  # fmt: skip
+            "block_sums": [(2, 16, 1)], "block_sums_vmap": [(2, 16)],
+            "int_max": [(2, 19)]}  # fmt: skip
     rows = tuning.layout_rows(grid, 1) + tuning.depth_rows(grid, 1)
     rows += tuning.race_chunk_rows(grid, 1) + tuning.table_chunk_rows(grid, 1)
     rows += tuning.band_rows(grid, 1) + tuning.block_sums_rows(grid, 1)
@@ -245,7 +246,8 @@ def test_tuning_sections_run_and_restore_the_tables():
     names = [r["name"] for r in rows]
     assert names == ["layout_b1_n20_s32", "depth_b1_n100_s20", "race_chunk_16_b2_n10_s3",
                      "table_chunk_16_n8", "band_b1_n1000_s20", "block_sums_b2_n16_s1_float32",
-                     "block_sums_b2_n16_s1_int32", "int_max_b2_n19"]  # fmt: skip
+                     "block_sums_b2_n16_s1_int32", "block_sums_vmap_b2_n16_float32",
+                     "int_max_b2_n19"]  # fmt: skip
     assert rows[-2]["strided_over_reduce_window"] > 0 and not rows[-2]["strided_by_default"]
     assert rows[-1]["strided_over_max"] > 0
     assert rows[4]["depth2_over_depth1"] > 0 and rows[4]["draws_per_depth1_column"] == 20 / 128

@@ -131,3 +131,40 @@ def test_continuous_samplers_trace_under_grad(which):
     }  # fmt: skip
     g = jax.jit(jax.grad(lambda d: jnp.sum(calls[which](d))))(data)
     assert g.shape == data.shape and bool(jnp.all(jnp.isfinite(g)))
+
+
+@pytest.mark.parametrize("transform", ["jvp", "linearize", "checkpoint_grad", "vmap_grad"])
+@pytest.mark.parametrize(
+    "name", ["exponential_64", "exponential_1e4", "report_noisy_max_laplace_table", "joint_top_k"]
+)
+def test_other_transformations_through_an_index_sampler(name, transform):
+    """Forward mode, ``linearize``, ``checkpoint`` under ``grad`` and ``vmap(grad)``: the
+    tangent of a loss using a drawn index is that of the loss with the index fixed."""
+    sample = INDEX_SAMPLERS[name]
+    p = jnp.linspace(-1.0, 1.0, N)
+    r = sample(_scores(p))
+
+    def loss(p):
+        s = _scores(p)
+        return _used(s, sample(s))
+
+    def fixed(p):
+        return _used(_scores(p), r)
+
+    t = jnp.linspace(0.5, 1.5, N)
+    if transform == "jvp":
+        got, want = jax.jvp(loss, (p,), (t,))[1], jax.jvp(fixed, (p,), (t,))[1]
+    elif transform == "linearize":
+        got, want = jax.linearize(loss, p)[1](t), jax.linearize(fixed, p)[1](t)
+    elif transform == "checkpoint_grad":
+        got, want = jax.grad(jax.checkpoint(loss))(p), jax.grad(fixed)(p)
+    else:  # the same loss at two parameter vectors (the draws depend on them)
+        ps = jnp.stack([p, 0.5 * p])
+        got = jax.vmap(jax.grad(loss))(ps)
+
+        def at(q0):
+            drawn = sample(_scores(q0))
+            return jax.grad(lambda q: _used(_scores(q), drawn))(q0)
+
+        want = jnp.stack([at(q0) for q0 in ps])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

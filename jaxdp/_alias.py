@@ -338,7 +338,7 @@ def draw(key: PRNGKey, packed: Array, low: Array, num_draws: int) -> Array:
 
 def sample(key: PRNGKey, w: Array, num_draws: int) -> tuple[Array, Array]:
     """Draws for weights ``w`` ``(R, n)``: ``(num_draws, R)`` int32 and row validity."""
-    packed, low, ok = build(jax.lax.stop_gradient(w))  # the index carries no gradient
+    packed, low, ok = build(w)
     packed, low = _materialise(packed, low)
     idx = draw(key, packed, low, num_draws)
     return jnp.minimum(idx, w.shape[-1] - 1), ok

@@ -551,7 +551,7 @@ def sample(key: PRNGKey, w: Array, num_draws: int) -> tuple[Array, Array]:
     """
     num_rows, n = w.shape
     _check_size(num_rows, n)
-    w = jax.lax.stop_gradient(w)  # the drawn index carries none (see _logits.no_gradient)
+    w = _logits.no_gradient(w)
 
     def build(plan: tuple[str, int]) -> Callable[[PRNGKey, Array], tuple[Array, Array]]:
         how, depth = plan

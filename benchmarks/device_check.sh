@@ -4,16 +4,16 @@
 #     PYTHONPATH=. bash benchmarks/device_check.sh
 #
 # Runs, each under its own time limit (seconds; SIGINT first, so pytest still prints
-# its summary): the suite's quick mode on the GPU, the tabulated noisy max's cost
-# model (``tuning --only costs``), the suite's S >= 1e8 and large-W2 rows (full
-# mode, the GPU targets), where W2 spends its time (``benchmarks/w2_probe.py``), the
-# two CPU formulations of 2026-11-27 timed on the GPU (``tuning --quick --only
-# block_sums --only int_max``: the block sums by strided slices and the integer row
-# maximum; at B = 1e4, n = 1e5 the probe found the block sums and levels 8.3 ms
-# against the weights' 3.4), and the test suite on the GPU: at most 640 s in all
-# (about 8 minutes ran before the block-sums step was added), so a 15-minute lease
-# needs no second start. (The tuning grid and the crossover,
-# ``tuning --quick`` and ``crossover --quick``, ran in an earlier lease.) Logs and
+# its summary): the suite's quick mode on the GPU, the suite's S >= 1e8 and
+# large-W2 rows (full mode, the GPU targets), where W2 spends its time
+# (``benchmarks/w2_probe.py``, with the leaves' block sums three ways), the two CPU
+# formulations of 2026-11-27 timed on the GPU (``tuning --quick --only block_sums
+# --only int_max``: the block sums by strided slices and the integer row maximum;
+# at B = 1e4, n = 1e5 the probe found the block sums and levels 8.3 ms against the
+# weights' 3.4), and the test suite on the GPU: at most 585 s in all, so a
+# 15-minute lease needs no second start. (The tuning grid and the crossover,
+# ``tuning --quick`` and ``crossover --quick``, and the tabulated noisy max's cost
+# model, ``tuning --quick --only costs``, ran in earlier leases.) Logs and
 # results go to $R (default /tmp/jaxdp-device) and, packed after every step, to
 # $OUT/device.tgz when OUT is set, so a lease cut short still returns what
 # finished. Limits can be scaled with SCALE (e.g. SCALE=2 for twice as long).
@@ -50,15 +50,14 @@ cat "$R/env.txt"
 pack
 
 step suite_quick 150 $PY -m benchmarks --quick --backend gpu --no-progress --out "$R/results"
-step costs 40 $PY -m benchmarks tuning --quick --only costs --out "$R/results-costs"
 step suite_gpu_targets 35 $PY -m benchmarks --backend gpu --no-progress --no-plots \
   --out "$R/results-targets" \
   --only '^exponential_auto_(n1e1_s1e8|n1e3_s1e8|n1e5_s1e8|n1e3_b1e5|n1e5_b1e4)_f32$'
-step w2_probe 40 $PY benchmarks/w2_probe.py "$R"
-step block_sums 75 $PY -m benchmarks tuning --quick --only block_sums --only int_max \
+step w2_probe 50 $PY benchmarks/w2_probe.py "$R"
+step block_sums 90 $PY -m benchmarks tuning --quick --only block_sums --only int_max \
   --out "$R/results-block-sums"
 # The tests last: each worker is its own process on the one GPU (no preallocation).
-XLA_PYTHON_CLIENT_PREALLOCATE=false step pytest 300 $PY -m pytest -q -p no:cacheprovider \
+XLA_PYTHON_CLIENT_PREALLOCATE=false step pytest 260 $PY -m pytest -q -p no:cacheprovider \
   -n 16 --durations=20 tests
 
 echo
@@ -72,5 +71,5 @@ echo "=== pytest"
 grep -E "passed|failed|FAILED|ERROR" "$R/pytest.log" | tail -n 40
 echo "=== w2_probe"
 grep -E "candidates/s" "$R/w2_probe.log"
-echo "=== costs"
-grep -E "^\|" "$R/costs.log" | tail -n 12
+echo "=== block sums, integer maximum"
+grep -E "^\|" "$R/block_sums.log" | tail -n 12

@@ -239,6 +239,11 @@ GPU_GRID = {
         "table_n": (512, 2048),
     },
     "full": {
+        # the quick shapes, then below the rule's bounds (2026-11-27: 0.94-1.20, launch-bound)
+        "block_sums": [(10**4, 1000, 1), (10**4, 10**5, 1), (256, 32768, 1)]
+        + [(1, 10**5, 1), (1, 2**20, 1), (64, 4096, 1), (1024, 1000, 1), (10**4, 104, 1)]
+        + [(2**16, 128, 1)],
+        "int_max": [(256, 32768), (10**4, 1000), (1, 10**6)],
         "race": [(1, 1000, 1 << 16), (1, 1000, 1 << 20), (1024, 1000, 1), (16, 100, 1 << 12)],
         "chunks": (1 << 20, 1 << 23, 1 << 25, 1 << 29),
         "table_n": (1000, 2048, 4096),
@@ -504,10 +509,9 @@ def block_sums_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
     one draw each), where the rule counts the batch."""
     out = []
     for b, n, s in grid["block_sums"]:
+        scores = _scores(b, n)  # once a shape: 10**9 normals take seconds on the host
         for dtype in ("float32", "int32"):
-            x = _scores(b, n)
-            if dtype == "int32":
-                x = jnp.round(x * 100).astype(jnp.int32)
+            x = jnp.round(scores * 100).astype(jnp.int32) if dtype == "int32" else scores
             shape = (b,) if s == 1 else (s, b)
 
             def fn(k, x, shape=shape):

@@ -7,14 +7,17 @@ that bound any exact sampler (a row max; a log-sum-exp; the sum of the shifted
 exponentials), jaxdp's weights alone (``jaxdp._descent.weights`` and a row sum),
 hand-written float32 samplers (a per-row inverse CDF; Gumbel-max), and
 ``jaxdp.exponential`` with ``method="auto"`` (the sound inverse CDF there) and
-``method="gumbel"``. Each is the median of 10 calls after a warm-up, in one
-process; the ratios between lines are what it is for. Written for a GPU lease
-(``benchmarks/device_check.sh``), where W2's target is 1e11 candidates/s; it runs
-anywhere, slowly on a CPU. Writes ``w2_probe.json`` to OUT_DIR when given.
+``method="gumbel"``, and the weights with their blocks of K summed three ways
+(``reduce_window``, strided slices, reshape-and-sum). Each is the median of 10
+calls after a warm-up, in one process; the ratios between lines are what it is
+for. Written for a GPU lease (``benchmarks/device_check.sh``), where W2's target
+is 1e11 candidates/s; it runs anywhere, slowly on a CPU. Writes ``w2_probe.json``
+to OUT_DIR when given.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -51,11 +54,28 @@ def variants() -> dict:
         del key
         return _descent.weights(x, jnp.max(x, -1), jnp.full(x.shape[:1], 0.5)).sum(-1)
 
+    def block_sums(how):
+        # the leaves' block sums of K (n % K == 0 at these shapes), three ways
+        def f(key, x):
+            del key
+            w = _descent.weights(x, jnp.max(x, -1), jnp.full(x.shape[:1], 0.5))
+            k = _descent.K
+            if how == "window":
+                return jax.lax.reduce_window(w, 0.0, jax.lax.add, (1, k), (1, k), "VALID")
+            if how == "strided":
+                return functools.reduce(jnp.add, [w[:, j::k] for j in range(k)])
+            return w.reshape(w.shape[0], -1, k).sum(-1)
+
+        return f
+
     return {
         "max": lambda key, x: jnp.max(x, axis=-1),
         "logsumexp": lambda key, x: jax.nn.logsumexp(x, axis=-1),
         "sum_exp_shifted": lambda key, x: jnp.sum(jnp.exp(x - jnp.max(x, -1, keepdims=True)), -1),
         "weights_only": weights_only,
+        "sums_window": block_sums("window"),
+        "sums_strided": block_sums("strided"),
+        "sums_reshape": block_sums("reshape"),
         "hand_icdf": hand_icdf,
         "hand_gumbel": lambda key, x: jnp.argmax(x + jax.random.gumbel(key, x.shape), -1),
         "jaxdp_auto": lambda key, x: jaxdp.exponential(key, x, **kw),

@@ -340,13 +340,23 @@ def hybrid_depth(n: int, num_draws: int, platform: str | None = None, num_rows: 
 #: and on rows of 48 and 104 outcomes 1.50-3.05 at any size. A partial last
 #: block keeps the ``reduce_window`` (a pad, or a separate last block, inside
 #: the fusion was slower, up to three times, on the shapes tried).
-#: GPU: never (not measured there). Under ``vmap`` the rows counted are the
+#: GPU (one H100, 2026-11-27: the same section, ``benchmarks/results/
+#: gpu-nvidia-h100-80gb-hbm3/b9499d8/``): the slices took 0.34-0.35 of the
+#: ``reduce_window``'s time on 10**4 rows of 10**5 (4.0 ms against 11.6; W2 went
+#: from 8.4e10 to 2.5e11 candidates/s), 0.71-0.76 on 10**4 rows of 1000,
+#: 0.74-0.85 on 256 rows of 32768 and 65536 rows of 128, float32 and int32; below
+#: 2**23 scores (one row of 10**5 and 2**20, 64 of 4096, 1024 of 1000, 10**4 of
+#: 104) 0.94-1.20, calls of 0.2-0.7 ms that launches bound: the CPU's bounds
+#: serve. Under ``vmap`` the rows counted are the
 #: batch's: a ``vmap`` over 1024 rows of 10**4, 10**4 of 1000 and 256 of 32768
 #: took 0.53-0.57 of its time with the ``reduce_window`` (rows
 #: ``block_sums_vmap_*`` of the same file). Read at trace time, not staged
 #: (:func:`staged`): a program lowered for the other kind gets the same sums,
 #: only not that kind's choice of formulation.
-STRIDED_BLOCK_SUMS = {"cpu": {"min_entries": 1 << 23, "min_n": 128}, "gpu": None}
+STRIDED_BLOCK_SUMS = {
+    "cpu": {"min_entries": 1 << 23, "min_n": 128},
+    "gpu": {"min_entries": 1 << 23, "min_n": 128},
+}
 
 
 def strided_block_sums(num_rows: int, n: int, platform: str | None = None) -> bool:
@@ -368,8 +378,10 @@ def strided_block_sums(num_rows: int, n: int, platform: str | None = None) -> bo
 #: ``int_max_b<B>_n<n>`` in ``benchmarks/results/cpu-2core-intel-xeon/int-max/``,
 #: ``exponential`` on int32 scores, one draw per row, the two timed against each
 #: other, 1 to 10**5 rows of 10 to 10**6 outcomes): 0.77-1.03 of ``jnp.max``'s
-#: time (0.97 at 256 rows of 32768, issue 11's C1, in that run). GPU:
-#: ``jnp.max`` (not measured there).
+#: time (0.97 at 256 rows of 32768, issue 11's C1, in that run). GPU (one H100,
+#: 2026-11-27, ``.../gpu-nvidia-h100-80gb-hbm3/b9499d8/strided-rule/``):
+#: 1.02-1.05 at 256 rows of 32768, 10**4 of 1000 and one of 10**6, so
+#: ``jnp.max`` there.
 STRIDED_INT_ROW_MAX = {"cpu": True, "gpu": False}
 
 

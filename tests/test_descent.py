@@ -320,7 +320,9 @@ def test_choose_within_budget_above_tiny_nodes(log_mass):
     rel = np.abs(_choose_boundaries(masses) / exact - 1).max()
     if masses.astype(np.float64).sum(1).min() >= _descent.TINY_NODE:
         assert rel <= 2 * 2.0**-24, rel
-    else:
+    elif jax.default_backend() == "cpu":
+        # XLA:CPU flushes the subnormal partial products; a GPU (H100, 2026-11-27)
+        # kept these within the budget, which the guarantee does not rely on
         assert rel > 2 * 2.0**-24, rel
 
 
@@ -408,15 +410,17 @@ U32 = 2.0**-24
 
 def test_strided_block_sums_rule():
     """Large batches (2**23 scores and more) of rows of at least 128 outcomes, a
-    multiple of K, sum their leaves' blocks by strided slices on CPU; nothing else."""
+    multiple of K, sum their leaves' blocks by strided slices on CPU and GPU;
+    nothing else."""
     from jaxdp import _tuning
 
     rule = _tuning.strided_block_sums
-    assert rule(256, 32768, "cpu") and rule(1, 2**23, "cpu") and rule(65536, 128, "cpu")
-    assert not rule(255, 32768, "cpu")  # 2**23 - 32768 scores
-    assert not rule(2**17, 120, "cpu")  # rows shorter than 128
-    assert not rule(10**4, 1001, "cpu")  # a partial last block
-    assert not rule(256, 32768, "cuda")
+    for platform in ("cpu", "cuda", "rocm"):
+        assert rule(256, 32768, platform) and rule(1, 2**23, platform)
+        assert rule(65536, 128, platform) and rule(10**4, 10**5, platform)  # W2
+        assert not rule(255, 32768, platform)  # 2**23 - 32768 scores
+        assert not rule(2**17, 120, platform)  # rows shorter than 128
+        assert not rule(10**4, 1001, platform)  # a partial last block
 
 
 def _block_sums(scores, row_max, scale):

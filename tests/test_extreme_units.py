@@ -100,6 +100,11 @@ def test_logit_products_within_their_bounds(name):
         assert err <= bound, (kernel, err, bound)
 
 
+@pytest.mark.skipif(
+    jax.default_backend() != "cpu",
+    reason="the failure it shows is the CPU's: on a GPU (H100, 2026-11-27) the "
+    "unbalanced products came out within their bounds (fused multiply-adds)",
+)
 def test_without_rebalancing_the_check_fails(monkeypatch):
     """The negative control: the same kernels with the rebalancing removed."""
 
@@ -163,7 +168,8 @@ def test_affine_utilities_at_extreme_units():
             abs(M(float(a)) + M(float(b)) - M(float(x)) * M(float(y))) / (M(float(x)) * M(float(y)))
             for a, b, x, y in zip(np.asarray(ph), np.asarray(pl), m, r, strict=True)
         )
-        assert old > 100 * U  # what the check would catch
+        if jax.default_backend() == "cpu":  # a GPU's fused multiply-add gets it exact
+            assert old > 100 * U  # what the check would catch
 
 
 def _gap_error(util, k):
@@ -192,7 +198,8 @@ def test_scaled_gaps_and_price_logits_at_extreme_units(monkeypatch):
         assert _gap_error(util, k) <= bound
         monkeypatch.setattr(_tf, "balance", lambda d_hi, d_lo, c: (d_hi, d_lo, c))
         jax.clear_caches()
-        assert _gap_error(util, k) > 100 * U
+        if jax.default_backend() == "cpu":  # a GPU's fused multiply-add gets it exact
+            assert _gap_error(util, k) > 100 * U
         monkeypatch.undo()
         jax.clear_caches()
 

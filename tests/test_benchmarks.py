@@ -258,6 +258,30 @@ def test_tuning_sections_run_and_restore_the_tables():
     assert _tuning.hybrid_depth is rule
 
 
+def test_w2_probe_runs_and_its_block_sums_agree(tmp_path, monkeypatch):
+    """``benchmarks/w2_probe.py`` on a tiny shape writes every line, and its three
+    formulations of the leaves' block sums are the same sums (up to the order of
+    each block's additions); ``device_check.sh``, which runs it, parses."""
+    import jax
+    import numpy as np
+
+    from benchmarks import w2_probe
+
+    monkeypatch.setattr(w2_probe, "SHAPES", [(4, 64)])
+    out = w2_probe.main(str(tmp_path))
+    names = [f"B4_n64_{v}" for v in w2_probe.variants()]
+    assert all(out[k] > 0 for k in names)
+    assert json.loads((tmp_path / "w2_probe.json").read_text()).keys() == out.keys()
+    x = jax.random.normal(jax.random.key(3), (5, 96)) * 3
+    v = w2_probe.variants()
+    sums = [np.asarray(v[f"sums_{how}"](None, x)) for how in ("window", "strided", "reshape")]
+    assert sums[0].shape == (5, 12)
+    for other in sums[1:]:
+        np.testing.assert_allclose(other, sums[0], rtol=8 * 2.0**-24, atol=0)
+    sh = subprocess.run(["bash", "-n", str(ROOT / "benchmarks" / "device_check.sh")])
+    assert sh.returncode == 0
+
+
 def test_forced_layouts_take_their_layout():
     """The overrides behind the layout rows force each layout at any size."""
     from benchmarks import tuning

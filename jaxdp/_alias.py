@@ -57,6 +57,7 @@ blocks, or a level above them).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -166,12 +167,46 @@ def _cumsum64(x: tuple[Array, Array], b: int) -> tuple[Array, Array]:
     return out
 
 
+def take_rows(table: Array, rows: Array, cols: Array, clip: bool = True) -> Array:
+    """``table[rows, cols]`` for an ``(R, N)`` table and int32 ``rows`` and ``cols``
+    (broadcast against each other, in range) as one 1-D gather (XLA:CPU's 2-D
+    gather is several times slower); ``clip``: the gather's ``mode="clip"``, else
+    plain indexing (the two compile differently; each caller keeps its own).
+
+    Under ``vmap`` of a batched table the batch joins the rows, ``(B * R, N)``, and
+    the gather stays one 1-D gather: batched, it became a gather whose indices
+    were built by concatenation at every call, the cost of a ``vmap`` over an ε
+    grid (the same values either way)."""
+    return _take_rows(clip)(table, rows, cols)
+
+
+@functools.cache
+def _take_rows(clip: bool):
+    @jax.custom_batching.custom_vmap
+    def take(table: Array, rows: Array, cols: Array) -> Array:
+        flat = rows * table.shape[-1] + cols
+        return jnp.take(table.reshape(-1), flat, mode="clip") if clip else table.reshape(-1)[flat]
+
+    @take.def_vmap
+    def _batched(
+        axis_size: int, in_batched: list[bool], table: Array, rows: Array, cols: Array
+    ) -> tuple[Array, bool]:
+        table_batched, rows_batched, cols_batched = in_batched
+        rows = rows if rows_batched else rows[None]  # broadcast in the gather's index
+        cols = cols if cols_batched else cols[None]
+        if table_batched:
+            num_rows = table.shape[1]
+            batch = jnp.arange(axis_size, dtype=jnp.int32) * num_rows
+            rows = rows + batch.reshape((axis_size,) + (1,) * (rows.ndim - 1))
+            table = table.reshape(axis_size * num_rows, -1)
+        return take(table, rows, cols), True
+
+    return take
+
+
 def _flat_take(table: Array, at: Array) -> Array:
-    """``table[r, at[r, ...]]`` for ``(R, N)`` tables and ``(R, ...)`` positions, as one
-    1-D gather (XLA:CPU's 2-D ``take_along_axis`` gather is several times slower)."""
-    num_rows, size = table.shape
-    rows = jax.lax.broadcasted_iota(jnp.int32, at.shape, 0)
-    return jnp.take(table.reshape(-1), rows * size + at, mode="clip")
+    """``table[r, at[r, ...]]`` for ``(R, N)`` tables and ``(R, ...)`` positions."""
+    return take_rows(table, jax.lax.broadcasted_iota(jnp.int32, at.shape, 0), at)
 
 
 def _take64(table: tuple[Array, Array], at: Array) -> tuple[Array, Array]:
@@ -329,10 +364,10 @@ def draw(key: PRNGKey, packed: Array, low: Array, num_draws: int) -> Array:
     w0, w1 = bits64(key, shape)  # one threefry block per draw
     col = (w0 >> np.uint32(32 - b)).astype(jnp.int32)
     rest = w0 & np.uint32(2 ** (32 - b) - 1)
-    flat = col + jax.lax.broadcasted_iota(jnp.int32, shape, 1) * size
-    word = jnp.take(packed.reshape(-1), flat, mode="clip")
+    rows = jax.lax.broadcasted_iota(jnp.int32, shape, 1)
+    word = take_rows(packed, rows, col)
     high = word >> np.uint32(b)
-    keep = (rest < high) | ((rest == high) & (w1 < jnp.take(low.reshape(-1), flat, mode="clip")))
+    keep = (rest < high) | ((rest == high) & (w1 < take_rows(low, rows, col)))
     return jnp.where(keep, col, (word & np.uint32(size - 1)).astype(jnp.int32))
 
 

@@ -396,19 +396,19 @@ def descend(
         # One gather of K lanes per table: a single producer, rather than K small
         # gathers that XLA fuses into (and recomputes in) each consumer.
         col = (node * K)[..., None] + lanes
-        at = (rows * hi.shape[-1])[..., None] + col
+        row = rows[..., None]
         if level == 0 and leaf_weights is not None:
             # Unpadded scores (a pad would copy them): lanes past the row are 0.
             inside = col < hi.shape[-1]
-            block = hi.reshape(-1)[jnp.where(inside, at, 0)]
+            block = _alias.take_rows(hi, row, jnp.where(inside, col, 0), clip=False)
             block_h = jnp.where(inside, leaf_weights(block, rows), 0)
             return block_h, jnp.zeros_like(block_h)
-        block_h = hi.reshape(-1)[at]
+        block_h = _alias.take_rows(hi, row, col, clip=False)
         if level == 0:  # the leaves' low parts are exactly 0: not a loop operand
             return block_h, jnp.zeros_like(block_h)
         if level == 1:  # float32 block sums: low parts 0 too
             return block_h, jnp.zeros_like(block_h)
-        return block_h, lo.reshape(-1)[at]
+        return block_h, _alias.take_rows(lo, row, col, clip=False)
 
     branches = [functools.partial(gather, level) for level in reversed(range(levels))]
     # Levels 0 and 1 hold plain floats: when no other level is walked, the choice

@@ -316,3 +316,39 @@ def test_fixed_point_is_within_two_units():
     for h, low, g in zip(hi, lo, got, strict=True):
         exact = (Fraction(float(h)) + Fraction(float(low))) * 2**frac
         assert abs(Fraction(int(g)) - exact) <= 2, (h, low)
+
+
+@pytest.mark.parametrize("clip", [True, False])
+@pytest.mark.parametrize("batched", [(1, 0, 0), (0, 1, 0), (0, 0, 1), (1, 1, 0), (1, 0, 1),
+                                     (0, 1, 1), (1, 1, 1)])  # fmt: skip
+def test_take_rows_under_vmap_equals_the_loop(batched, clip):
+    """``take_rows`` under one and two nested ``vmap``s, every pattern of batched
+    arguments, equals ``table[rows, cols]`` taken one batch entry at a time; a
+    batched table joins the batch to its rows, so the gather has no batching
+    dimensions (which XLA:CPU expands into indices built by concatenation, the
+    cost it exists to remove)."""
+    rng = np.random.default_rng(sum(batched))
+    outer, inner, r, n, m = 2, 3, 4, 5, 6
+    table = rng.normal(size=(outer, inner, r, n)).astype(np.float32)
+    rows = rng.integers(0, r, (outer, inner, m, 2)).astype(np.int32)
+    cols = rng.integers(0, n, (outer, inner, m, 2)).astype(np.int32)
+    args = [a if b else a[0, 0] for a, b in zip((table, rows, cols), batched, strict=True)]
+    axes = [0 if b else None for b in batched]
+
+    def take(t, i, j):
+        return _alias.take_rows(t, i, j, clip=clip)
+
+    once = jax.vmap(take, in_axes=axes)
+    twice = jax.jit(jax.vmap(jax.vmap(take, in_axes=axes), in_axes=axes))
+    for a in range(outer):
+        one = once(*[x[a] if b else x for x, b in zip(args, batched, strict=True)])
+        for i in range(inner):
+            t, ri, ci = (x[a, i] if b else x for x, b in zip(args, batched, strict=True))
+            np.testing.assert_array_equal(np.asarray(one[i]), t[ri, ci])
+    got = np.asarray(twice(*args))
+    for a in range(outer):
+        for i in range(inner):
+            t, ri, ci = (x[a, i] if b else x for x, b in zip(args, batched, strict=True))
+            np.testing.assert_array_equal(got[a, i], t[ri, ci])
+    if batched[0]:  # one 1-D gather without batching dimensions
+        assert "operand_batching_dims" not in twice.lower(*args).as_text()

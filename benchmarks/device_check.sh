@@ -6,11 +6,12 @@
 # Runs, each under its own time limit (seconds; SIGINT first, so pytest still prints
 # its summary): the suite's quick mode on the GPU, the suite's S >= 1e8 and
 # large-W2 rows (full mode, the GPU targets), where W2 spends its time
-# (``benchmarks/w2_probe.py``, with the leaves' block sums three ways), the two CPU
-# formulations of 2026-11-27 timed on the GPU (``tuning --quick --only block_sums
-# --only int_max``: the block sums by strided slices and the integer row maximum;
-# at B = 1e4, n = 1e5 the probe found the block sums and levels 8.3 ms against the
-# weights' 3.4), and the test suite on the GPU: at most 585 s in all, so a
+# (``benchmarks/w2_probe.py``, with the leaves' block sums three ways), the block
+# sums by strided slices and the integer row maximum against ``reduce_window`` and
+# ``jnp.max`` (``tuning --quick --only block_sums --only int_max``: the GPU's rules
+# in ``jaxdp/_tuning.py`` came from it, run 4 of
+# ``benchmarks/results/gpu-nvidia-h100-80gb-hbm3/``; this re-checks them), and the
+# test suite on the GPU: at most 585 s in all, so a
 # 15-minute lease needs no second start. (The tuning grid and the crossover,
 # ``tuning --quick`` and ``crossover --quick``, and the tabulated noisy max's cost
 # model, ``tuning --quick --only costs``, ran in earlier leases.) Logs and

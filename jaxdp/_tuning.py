@@ -347,10 +347,10 @@ def hybrid_depth(n: int, num_draws: int, platform: str | None = None, num_rows: 
 #: 0.74-0.85 on 256 rows of 32768 and 65536 rows of 128, float32 and int32; below
 #: 2**23 scores (one row of 10**5 and 2**20, 64 of 4096, 1024 of 1000, 10**4 of
 #: 104) 0.94-1.20, calls of 0.2-0.7 ms that launches bound: the CPU's bounds
-#: serve. Under ``vmap`` the rows counted are the
-#: batch's: a ``vmap`` over 1024 rows of 10**4, 10**4 of 1000 and 256 of 32768
-#: took 0.53-0.57 of its time with the ``reduce_window`` (rows
-#: ``block_sums_vmap_*`` of the same file). Read at trace time, not staged
+#: serve. Under ``vmap`` the rows counted are the batch's: on the CPU a ``vmap``
+#: over 1024 rows of 10**4, 10**4 of 1000 and 256 of 32768 took 0.53-0.57 of its
+#: time with the ``reduce_window`` (rows ``block_sums_vmap_*`` of the CPU's
+#: ``block-sums/`` file). Read at trace time, not staged
 #: (:func:`staged`): a program lowered for the other kind gets the same sums,
 #: only not that kind's choice of formulation.
 STRIDED_BLOCK_SUMS = {

@@ -234,6 +234,65 @@ def c2_explicit_rows(rows: int, draws: int, n: int) -> list[Pair]:
     ]
 
 
+def c2_selection_grid(grid: int, draws: int, n: int) -> list[Pair]:
+    """``vmap`` over an ε grid for the noise-based selections (report-noisy-max with
+    each noise, permute-and-flip) against the same grid as one call with an ε per
+    row (``shape=(draws, grid)``): the same ``grid`` laws, so the same work. (One
+    scalar ε is one law, a twelfth of the work wherever a law is tabulated; that
+    ratio is reported beside it, with no target.)"""
+    scores = _row(n, 12)
+    eps = np.linspace(0.1, 2.0, grid).astype(np.float32)
+    samplers = (
+        ("report_noisy_max_laplace", functools.partial(jaxdp.report_noisy_max, noise="laplace")),
+        ("report_noisy_max_gumbel", functools.partial(jaxdp.report_noisy_max, noise="gumbel")),
+        ("permute_and_flip", jaxdp.permute_and_flip),
+    )
+    args = lambda: (jax.random.key(0), jnp.asarray(scores), jnp.asarray(eps))  # noqa: E731
+    out = []
+    for name, fn in samplers:
+
+        def over_grid(k, x, e, fn=fn):
+            draw = lambda kk, ee: fn(kk, x, epsilon=ee, sensitivity=DELTA, shape=(draws,))  # noqa: E731
+            return jax.vmap(draw)(jax.random.split(k, grid), e)
+
+        def rows(k, x, e, fn=fn):
+            return fn(k, x, epsilon=e, sensitivity=DELTA, shape=(draws, grid))
+
+        def scalar(k, x, e, fn=fn):
+            return fn(k, x, epsilon=EPS, sensitivity=DELTA, shape=(grid * draws,))
+
+        common = dict(n=n, draws_per_row=draws, rows=grid, ratio="slowdown", law="noise")
+        call = f"jax.vmap(jaxdp.{name}) over {grid} epsilons (and keys), {draws} draws each"
+        at = f"n={_fmt(n)} S={_fmt(draws)}"
+        out += [
+            Pair(
+                f"c2_{name}_vmap_eps{grid}_vs_rows_n{_fmt(n)}_s{_fmt(draws)}",
+                "C2",
+                call,
+                f"one call, an epsilon per row (shape=({draws}, {grid}))",
+                subject=_jit(over_grid, args),
+                twin=_jit(rows, args),
+                op="<=",
+                required=2.0,
+                target=f"{name}: vmap over {grid} epsilons / epsilon per row time, {at}",
+                **common,
+            ),
+            Pair(
+                f"c2_{name}_vmap_eps{grid}_vs_scalar_n{_fmt(n)}_s{_fmt(draws)}",
+                "C2",
+                call,
+                f"one scalar epsilon, {grid * draws} draws (one law, not {grid})",
+                subject=_jit(over_grid, args),
+                twin=_jit(scalar, args),
+                op=None,
+                required=None,
+                target=f"{name}: vmap over {grid} epsilons / scalar epsilon time, {at}",
+                **common,
+            ),
+        ]
+    return out
+
+
 def c3_two_consumers(keys: int, n: int) -> list[Pair]:
     """``jit(vmap(exponential))`` returning ``(r, -scores[r])`` against ``-scores[r]`` only."""
     scores = _row(n, 13)
@@ -554,6 +613,7 @@ def pairs(mode_name: str) -> list[Pair]:
         c1_int_scores(*z["c1"])
         + c2_epsilon_grid(*z["c2"])
         + c2_explicit_rows(*z["c2"])
+        + c2_selection_grid(*z["c2"])
         + c3_two_consumers(*z["c3"])
         + c4_small_draws(z["c4"])
         + c4_one_small_call()

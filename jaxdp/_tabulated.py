@@ -3,12 +3,10 @@
 For calls with many draws per row (one score vector, ``shape=(S,)`` with ``S``
 large), paying ``n`` noise values per draw is wasteful when the *law* of the
 noisy argmax can be computed once per row and sampled by
-:func:`jaxdp._descent.sample`:
+:func:`jaxdp._descent.sample`. (Gumbel noise needs no table here: its law is the
+exponential mechanism's, ``softmax(c s)``, and ``report_noisy_max(noise="gumbel")``
+draws it with :func:`jaxdp.exponential`'s own kernels.)
 
-* **Gumbel noise** (``report_noisy_max(noise="gumbel")``): the Gumbel-max
-  trick, so the law is the exponential mechanism's, ``softmax(c s)``. The
-  weights are :func:`jaxdp._descent.weights`, exactly as
-  ``exponential(method="inverse_cdf")`` computes them.
 * **Exponential noise** (``report_noisy_max(noise="exponential")`` and
   ``permute_and_flip``, the same law): with acceptance probabilities
   ``p_j = exp(-c (max s - s_j))``,
@@ -586,9 +584,9 @@ def use_table(noise: str, draws_per_row: int, n: int, platform: str | None = Non
 
 
 def draw(key: PRNGKey, logits: Logits, shape: tuple[int, ...], noise: str) -> tuple[Array, Array]:
-    """Draws of ``shape`` from the noisy-max law of ``noise`` (``"gumbel"``,
-    ``"exponential"`` or ``"laplace"``) on ``logits``, tabulated per row: ``(int32
-    shape, ok)``, ``ok`` of the tail batch's shape.
+    """Draws of ``shape`` from the noisy-max law of ``noise`` (``"exponential"`` or
+    ``"laplace"``) on ``logits``, tabulated per row: ``(int32 shape, ok)``, ``ok`` of
+    the tail batch's shape.
 
     The scale of ``logits`` is the unrounded ``epsilon / (2 sensitivity)`` (or
     ``/ sensitivity``), clamped; it is rounded down here.
@@ -607,9 +605,7 @@ def draw(key: PRNGKey, logits: Logits, shape: tuple[int, ...], noise: str) -> tu
     row_max = flatten_batch(logits.row_max, tail)
     # A row without a finite maximum is invalid (masked by the caller); keep it NaN-free.
     safe_max = jnp.where(jnp.isfinite(row_max), row_max, 0)
-    if noise == "gumbel":
-        w = _descent.weights(rows, safe_max, _descent.scale_down(c))
-    elif noise == "exponential":
+    if noise == "exponential":
         w = flip_table(acceptance(rows, safe_max, c))
     elif noise == "laplace":
         p = acceptance(rows, safe_max, c)
@@ -648,22 +644,23 @@ CONDITIONED_ERROR_U = 11
 def guarantee(n: int, epsilon: float, noise: str = "exponential", dtype=np.float32):
     """(ε', δ') of one tabulated draw for rows of ``n`` (SECURITY.md).
 
-    Gumbel: the categorical kernel's :func:`jaxdp._descent.guarantee`. Exponential
-    (permute-and-flip): that plus ``4 (table_error + 2u)`` on ε (the table's error
-    and its two final roundings), the same δ'. Laplace: the kernel's over ``n + 1``
-    outcomes, the same table term, plus ``4 CONDITIONED_ERROR_U u`` on ε (the
-    conditioned race, whose law is within ``exp(+-2 CONDITIONED_ERROR_U u)`` of the
-    exact conditional law up to ``(n + 1) 2**-65`` per outcome) and twice the
-    relative error of the first stage's table (:func:`_top_split`: its rounding,
-    its products and the alias table's ``a_t``), and on δ' the conditioned race's
-    ``n (n + 1) (1 + e**ε') 2**-65``, the ``(1 + e**ε') 2**-64`` of a ``P(max <
-    s_1)`` set to 0 below :data:`PRODUCT_FLOOR`, and the first stage's alias grid
-    and floor.
+    Exponential noise (permute-and-flip): the categorical kernel's
+    :func:`jaxdp._descent.guarantee` for given weights, plus ``4 (table_error +
+    2u)`` on ε (the table's error and its two final roundings), the same δ'.
+    Laplace: the kernel's over ``n + 1`` outcomes, the same table term, plus ``4
+    CONDITIONED_ERROR_U u`` on ε (the conditioned race, whose law is within
+    ``exp(+-2 CONDITIONED_ERROR_U u)`` of the exact conditional law up to ``(n +
+    1) 2**-65`` per outcome) and twice the relative error of the first stage's
+    table (:func:`_top_split`: its rounding, its products and the alias table's
+    ``a_t``), and on δ' the conditioned race's ``n (n + 1) (1 + e**ε') 2**-65``,
+    the ``(1 + e**ε') 2**-64`` of a ``P(max < s_1)`` set to 0 below
+    :data:`PRODUCT_FLOOR`, and the first stage's alias grid and floor. (Gumbel
+    noise is not tabulated: a ``ValueError``.)
     """
+    if noise not in ("exponential", "laplace"):
+        raise ValueError(f"no tabulated law for noise={noise!r}")
     laplace = noise == "laplace"
     eps, delta = _descent.guarantee(n + laplace, epsilon, dtype, recomputed=False)
-    if noise == "gumbel":
-        return eps, delta
     u = float(np.finfo(dtype).eps) / 2
     eps = eps + 4 * (table_error(n, dtype) + 2 * u)
     if laplace:

@@ -48,7 +48,7 @@ sees the branch of the platform it compiles for. :func:`layout` and
 :func:`hybrid_depth` differ between the kinds, and the categorical kernel stages
 them (:func:`jaxdp._descent.sample`). The other rules that choose between kernels
 (:func:`choose_method`, :func:`selection_block`, and :func:`use_table` for
-exponential and Gumbel noise) give the same answer on both kinds, so reading the
+exponential noise) give the same answer on both kinds, so reading the
 default backend is exact for them (:func:`use_table` prices its draws with the
 CPU's layout on both). For Laplace noise :func:`use_table` differs (the GPU
 draws by the race: :data:`LAPLACE_BELOW_COST`), and ``report_noisy_max`` stages
@@ -435,8 +435,8 @@ TABLE_COST = {"cpu": 2.5, "gpu": 2.5}
 #: 20.9 in two leases (a variate 0.022-0.023 ns;
 #: ``gpu-nvidia-h100-80gb-hbm3/tuning_quick.json`` and ``a86c851/costs/``), and the
 #: hybrid's draws were too cheap against the calls' launch overhead to measure
-#: (negative differences), so for the exponential and Gumbel tables the GPU's
-#: cost model is still the CPU's (and their rule the same on both kinds).
+#: (negative differences), so for the permute-and-flip table the GPU's cost
+#: model is still the CPU's (and its rule the same on both kinds).
 KERNEL_DRAW_COST = {"cpu": 35.0, "gpu": 35.0}
 
 #: The same for a draw from the alias table (:mod:`jaxdp._alias`), where the
@@ -480,11 +480,12 @@ def use_table(noise: str, draws_per_row: int, n: int, platform: str | None = Non
     """Whether the noisy max of ``noise`` is drawn by tabulating its law once per row
     (:func:`jaxdp._tabulated.draw`) rather than by the race, for these static sizes:
     when the cost model says the table is cheaper. The race costs ``n`` variates a
-    draw; the table ``TABLE_COST n**2`` a row for exponential and Laplace noise
-    (``4 n`` for Gumbel noise, the weights) plus a kernel draw per draw, and for
-    Laplace noise two alias draws and :data:`LAPLACE_BELOW_COST` ``n`` per draw
-    (on a GPU more than the race's ``n``, so Laplace is never tabulated there).
-    Both paths are sound; each docstring states both guarantees."""
+    draw; the table ``TABLE_COST n**2`` a row plus a kernel draw per draw, and for
+    Laplace noise two alias draws and :data:`LAPLACE_BELOW_COST` ``n`` per draw (on a
+    GPU more than the race's ``n``, so Laplace is never tabulated there). Gumbel
+    noise is never tabulated: ``report_noisy_max`` draws it with the exponential
+    mechanism's kernels (:func:`choose_method`). Both paths are sound; each
+    docstring states both guarantees."""
     k = kind(platform)
     race = draws_per_row * n
     # Priced with the CPU's layout on every kind, so that this rule gives the same
@@ -492,8 +493,6 @@ def use_table(noise: str, draws_per_row: int, n: int, platform: str | None = Non
     how = layout(n, draws_per_row, "cpu")
     # A hybrid of depth j walks j levels below its table: j hybrid draws' worth.
     per_draw = _DRAW_COST[how][k] * max(1, hybrid_depth(n, draws_per_row, "cpu"))
-    if noise == "gumbel":
-        return draws_per_row > 1 and race >= per_draw * draws_per_row + 4 * n
     table = TABLE_COST[k] * n * n + per_draw * draws_per_row
     if noise == "laplace":  # plus the first stage (a uniform and an alias draw a
         # draw, for one row) and the conditioned race, priced at its worst case

@@ -134,12 +134,13 @@ PATHS = {
         stated=RACE,
     ),
     # report-noisy-max and permute-and-flip: tabulated at many draws, races at few
-    "report_noisy_max_gumbel_table": Path(
+    # Gumbel noise: exponential's kernels, the categorical kernel's guarantee
+    "report_noisy_max_gumbel": Path(
         mechanism=functools.partial(jaxdp.report_noisy_max, noise="gumbel", **KW),
         x=D,
         x_neighbour=D_NEIGHBOUR,
         driver="batched",
-        stated=_tabulated.guarantee(N_BIG, EPS, "gumbel"),
+        stated=_categorical(D.shape[0]),
     ),
     "permute_and_flip_table": Path(
         mechanism=functools.partial(jaxdp.permute_and_flip, **KW),

@@ -1,6 +1,9 @@
 """Report-noisy-max and permute-and-flip against their exact float64 laws."""
 
+import functools
+
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from laws import (
@@ -11,6 +14,7 @@ from laws import (
 )
 
 import jaxdp
+from jaxdp import _tuning
 
 N_DRAWS = 10**6
 SCORES = np.array([0.0, 1.0, 2.0, 2.0, 3.5, -1.0])
@@ -49,6 +53,55 @@ def test_gumbel_law_is_exponential(monotonic):
     assert_matches_law(draws, exponential_law(SCORES, EPS, DELTA, monotonic))
     with pytest.raises(AssertionError):
         assert_matches_law(draws, exponential_law(SCORES, EPS, DELTA, not monotonic))
+
+
+# (rows, n, draws per row, what exponential(method="auto") draws them with): every
+# kernel and layout its dispatcher can pick, each checked to be picked below.
+# Half of them monotonic.
+GUMBEL_CASES = [
+    (64, 20, 1, "gumbel", False),  # the race: one draw per row, few outcomes
+    (300, 1000, 1, "descent", True),
+    (1, 1000, 10**4, "alias", False),
+    (1, 1000, 400, "hybrid1", True),
+    (1, 10**4, 10**4, "hybrid2", False),
+    (3, 500, 64, "descent", True),
+]
+
+
+@pytest.mark.parametrize("rows,n,draws,how,monotonic", GUMBEL_CASES)
+def test_gumbel_noise_draws_are_exponentials(rows, n, draws, how, monotonic):
+    """Gumbel noise is drawn by the exponential mechanism's own kernels: the same
+    draws as ``exponential`` bit for bit, at every kernel and layout its dispatcher
+    picks (and so its law, its speed and its guarantee); invalid rows give -1 in
+    both, under jit with traced parameters and under a vmap over an ε grid."""
+    if how == "gumbel":
+        assert _tuning.choose_method(draws, n, rows) == "gumbel"
+    else:
+        assert _tuning.choose_method(draws, n, rows) == "inverse_cdf"
+        layout = _tuning.layout(n, draws, num_rows=rows)
+        depth = _tuning.hybrid_depth(n, draws, num_rows=rows)
+        assert layout + (str(depth) if depth else "") == how
+    x = np.random.default_rng(n + rows).normal(size=(rows, n)).astype(np.float32) * 3
+    x[0, :: max(1, n // 7)] = -np.inf
+    shape = (draws, rows) if draws > 1 else (rows,)
+    kw = dict(epsilon=0.7, sensitivity=1.5, monotonic=monotonic, shape=shape)
+    for key in range(3):
+        k = jax.random.key(key)
+        rnm = jaxdp.report_noisy_max(k, x, noise="gumbel", **kw)
+        np.testing.assert_array_equal(rnm, jaxdp.exponential(k, x, **kw))
+    eps = jnp.linspace(0.1, 2.0, 4)
+    keys = jax.random.split(k, 4)
+    rnm, em = (
+        jax.vmap(lambda k, e, fn=fn: fn(k, x[:1], **{**kw, "epsilon": e, "shape": None}))(keys, eps)
+        for fn in (functools.partial(jaxdp.report_noisy_max, noise="gumbel"), jaxdp.exponential)
+    )
+    np.testing.assert_array_equal(rnm, em)
+    # traced: a NaN row gives -1 in both
+    x[-1, 0] = np.nan
+    for fn in (functools.partial(jaxdp.report_noisy_max, noise="gumbel"), jaxdp.exponential):
+        call = jax.jit(lambda k, x, e, fn=fn: fn(k, x, **{**kw, "epsilon": e}))
+        out = np.asarray(call(k, x, 0.7))
+        assert np.all(out[..., -1] == -1) and np.all(out[..., :-1] >= 0)
 
 
 @pytest.mark.parametrize("monotonic", [False, True])

@@ -259,12 +259,14 @@ def test_table_draws_permute_and_flip_law(monotonic):
         assert_matches_law(draws, permute_and_flip_law(SCORES, 0.95 * EPS, DELTA, monotonic))
 
 
-@pytest.mark.parametrize("monotonic", [False, True])
-def test_table_draws_gumbel_law(monotonic):
-    draws = _draw("gumbel", SCORES, EPS, (10**6,), monotonic, key=1)
-    assert_matches_law(draws, exponential_law(SCORES, EPS, DELTA, monotonic))
-    with pytest.raises(AssertionError):
-        assert_matches_law(draws, permute_and_flip_law(SCORES, EPS, DELTA, monotonic))
+def test_gumbel_noise_has_no_table():
+    """Gumbel noise is drawn by the exponential mechanism's kernels
+    (tests/test_noisy_max.py), never tabulated here."""
+    assert not any(_tabulated.use_table("gumbel", s, 1000) for s in (2, 10**4, 10**8))
+    with pytest.raises(ValueError, match="noise='gumbel'"):
+        _draw("gumbel", SCORES, EPS, (10,))
+    with pytest.raises(ValueError, match="noise='gumbel'"):
+        _tabulated.guarantee(1000, 1.0, "gumbel")
 
 
 @pytest.mark.parametrize(
@@ -573,11 +575,11 @@ def test_dispatch_takes_both_paths(monkeypatch, laplace_tabulated):
     jaxdp.permute_and_flip(jax.random.key(0), row, shape=(10**4,), **kw)
     jaxdp.report_noisy_max(jax.random.key(0), row, noise="gumbel", shape=(10**4,), **kw)
     jaxdp.report_noisy_max(jax.random.key(0), row, noise="laplace", shape=(10**4,), **kw)
-    assert calls == ["exponential", "gumbel", "laplace"]
+    assert calls == ["exponential", "laplace"]  # Gumbel: exponential's kernels
     jaxdp.permute_and_flip(jax.random.key(0), jnp.tile(row, (3, 1)), **kw)  # one draw per row
     jaxdp.report_noisy_max(jax.random.key(0), row, noise="laplace", shape=(1000,), **kw)
     jaxdp.permute_and_flip(jax.random.key(0), jnp.zeros(5000), shape=(10**5,), **kw)
-    assert calls == ["exponential", "gumbel", "laplace"]
+    assert calls == ["exponential", "laplace"]
     assert not _tabulated.use_table("exponential", 1, 1000)
     assert not _tabulated.use_table("laplace", 1000, 1000)
     assert not _tabulated.use_table("laplace", 10**8, _tuning.TABLE_MAX_CANDIDATES["cpu"] + 1)
@@ -586,20 +588,19 @@ def test_dispatch_takes_both_paths(monkeypatch, laplace_tabulated):
     assert _tabulated.use_table("exponential", 10**6, 1000)
 
 
-@pytest.mark.parametrize("noise", ["gumbel", "exponential"])
-def test_small_rows_through_the_table(monkeypatch, noise):
+def test_small_rows_through_the_table(monkeypatch):
     """With the kernel's draw cost set to 0 the small-row W1 calls take the table too,
     and keep the exact laws (the existing tests cover the race at these sizes)."""
     monkeypatch.setitem(_tuning.KERNEL_DRAW_COST, _tuning.kind(), 0.0)
     monkeypatch.setitem(_tuning.ALIAS_DRAW_COST, _tuning.kind(), 0.0)
     jax.clear_caches()
+    noise = "exponential"
     assert _tabulated.use_table(noise, 10**5, len(SCORES))
     fn = _noisy_max.report_noisy_max
     draws = fn(
         jax.random.key(4), SCORES, epsilon=EPS, sensitivity=DELTA, noise=noise, shape=(10**5,)
     )
-    law = (permute_and_flip_law if noise == "exponential" else exponential_law)(SCORES, EPS, DELTA)
-    assert_matches_law(draws, law)
+    assert_matches_law(draws, permute_and_flip_law(SCORES, EPS, DELTA))
     # invalid (traced) rows give -1 on the table path as on the race
     bad = jax.jit(
         lambda s: fn(jax.random.key(0), s, epsilon=1.0, sensitivity=1.0, noise=noise, shape=(64, 2))
@@ -613,7 +614,7 @@ def test_small_rows_through_the_table(monkeypatch, noise):
 
 
 @pytest.mark.parametrize("n", [2, 1000, _tuning.TABLE_MAX_CANDIDATES["cpu"]])
-@pytest.mark.parametrize("noise", ["gumbel", "exponential", "laplace"])
+@pytest.mark.parametrize("noise", ["exponential", "laplace"])
 def test_guarantee_meets_targets(n, noise):
     eps, delta = _tabulated.guarantee(n, 1.0, noise)
     assert 1.0 < eps <= 1.0 + 1e-5 and 0 < delta <= 1e-10

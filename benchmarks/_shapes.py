@@ -261,34 +261,31 @@ def c2_selection_grid(grid: int, draws: int, n: int) -> list[Pair]:
         def scalar(k, x, e, fn=fn):
             return fn(k, x, epsilon=EPS, sensitivity=DELTA, shape=(grid * draws,))
 
-        common = dict(n=n, draws_per_row=draws, rows=grid, ratio="slowdown", law="noise")
         call = f"jax.vmap(jaxdp.{name}) over {grid} epsilons (and keys), {draws} draws each"
-        at = f"n={_fmt(n)} S={_fmt(draws)}"
+        twins = (  # (tag, twin, in words, target's op and bound, what is timed)
+            ("rows", rows, f"one call, an epsilon per row (shape=({draws}, {grid}))",
+             "<=", 2.0, "epsilon per row"),
+            ("scalar", scalar, f"one scalar epsilon, {grid * draws} draws (one law, not {grid})",
+             None, None, "scalar epsilon"),
+        )  # fmt: skip
         out += [
             Pair(
-                f"c2_{name}_vmap_eps{grid}_vs_rows_n{_fmt(n)}_s{_fmt(draws)}",
+                f"c2_{name}_vmap_eps{grid}_vs_{tag}_n{_fmt(n)}_s{_fmt(draws)}",
                 "C2",
                 call,
-                f"one call, an epsilon per row (shape=({draws}, {grid}))",
-                subject=_jit(over_grid, args),
-                twin=_jit(rows, args),
-                op="<=",
-                required=2.0,
-                target=f"{name}: vmap over {grid} epsilons / epsilon per row time, {at}",
-                **common,
-            ),
-            Pair(
-                f"c2_{name}_vmap_eps{grid}_vs_scalar_n{_fmt(n)}_s{_fmt(draws)}",
-                "C2",
-                call,
-                f"one scalar epsilon, {grid * draws} draws (one law, not {grid})",
-                subject=_jit(over_grid, args),
-                twin=_jit(scalar, args),
-                op=None,
-                required=None,
-                target=f"{name}: vmap over {grid} epsilons / scalar epsilon time, {at}",
-                **common,
-            ),
+                words,
+                n,
+                draws,
+                grid,
+                _jit(over_grid, args),
+                _jit(twin, args),
+                "slowdown",
+                op,
+                required,
+                f"{name}: vmap over {grid} epsilons / {what} time, n={_fmt(n)} S={_fmt(draws)}",
+                law="noise",
+            )
+            for tag, twin, words, op, required, what in twins
         ]
     return out
 

@@ -204,6 +204,43 @@ def _take_rows(clip: bool):
     return take
 
 
+def take_blocks(table: Array, rows: Array, blocks: Array, width: int) -> Array:
+    """``table[rows, blocks * width + j]`` for ``j < width``, shape ``rows.shape +
+    (width,)``, for an ``(R, N)`` table with ``N`` a multiple of ``width`` and int32
+    ``rows`` and ``blocks`` of one shape (in range): one gather of ``width``-wide
+    slices from the table seen as ``(R * N / width, width)``, rather than ``width``
+    scalar indices per slice. Under ``vmap`` of a batched table the batch joins the
+    rows, as in :func:`take_rows`."""
+    return _take_blocks(width)(table, rows, blocks)
+
+
+@functools.cache
+def _take_blocks(width: int):
+    @jax.custom_batching.custom_vmap
+    def take(table: Array, rows: Array, blocks: Array) -> Array:
+        flat = rows * (table.shape[-1] // width) + blocks
+        return table.reshape(-1, width)[flat]
+
+    @take.def_vmap
+    def _batched(
+        axis_size: int, in_batched: list[bool], table: Array, rows: Array, blocks: Array
+    ) -> tuple[Array, bool]:
+        table_batched, rows_batched, blocks_batched = in_batched
+        shape = (axis_size,) + jnp.broadcast_shapes(
+            rows.shape[rows_batched:], blocks.shape[blocks_batched:]
+        )
+        rows = jnp.broadcast_to(rows if rows_batched else rows[None], shape)
+        blocks = jnp.broadcast_to(blocks if blocks_batched else blocks[None], shape)
+        if table_batched:
+            num_rows = table.shape[1]
+            batch = jnp.arange(axis_size, dtype=jnp.int32) * num_rows
+            rows = rows + batch.reshape((axis_size,) + (1,) * (rows.ndim - 1))
+            table = table.reshape(axis_size * num_rows, -1)
+        return take(table, rows, blocks), True
+
+    return take
+
+
 def _flat_take(table: Array, at: Array) -> Array:
     """``table[r, at[r, ...]]`` for ``(R, N)`` tables and ``(R, ...)`` positions."""
     return take_rows(table, jax.lax.broadcasted_iota(jnp.int32, at.shape, 0), at)

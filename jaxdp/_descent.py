@@ -387,12 +387,21 @@ def descend(
     size = num_draws * num_rows
     flat_below = _tuning.FLAT_BELOW_ROWS[_tuning.kind()]
     walk_flat = num_rows < flat_below["descent" if start is None else "hybrid"]
+    # Slices of K for one row, when the walk has two levels or more (_tuning).
+    block_gather = levels > 1 and num_rows <= _tuning.BLOCK_GATHER_MAX_ROWS[_tuning.kind()]
     flat = (size, 1) if walk_flat else (num_draws, num_rows)
     rows = jax.lax.broadcasted_iota(jnp.int32, (num_draws, num_rows), 1).reshape(flat)
     lanes = jnp.arange(K, dtype=jnp.int32).reshape(1, 1, K)
 
     def gather(level: int, node: Array) -> tuple[Array, Array]:
         hi, lo = tables[level]
+        if hi.shape[-1] % K == 0 and block_gather:  # one gather of K-wide slices
+            block_h = _alias.take_blocks(hi, rows, node, K)
+            if level == 0 and leaf_weights is not None:
+                block_h = leaf_weights(block_h, rows)
+            if level <= 1:  # the leaves' and the block sums' low parts are 0
+                return block_h, jnp.zeros_like(block_h)
+            return block_h, _alias.take_blocks(lo, rows, node, K)
         # One gather of K lanes per table: a single producer, rather than K small
         # gathers that XLA fuses into (and recomputes in) each consumer.
         col = (node * K)[..., None] + lanes

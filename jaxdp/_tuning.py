@@ -244,23 +244,28 @@ def use_alias(n: int, num_draws: int, platform: str | None = None, num_rows: int
 #: (``depth_*``; ``gpu-nvidia-h100-80gb-hbm3/tuning_quick.json``), and the table
 #: alone takes over only from 2**18 draws (:data:`ALIAS_MIN_DRAWS`).
 #:
-#: ``band_deeper_below``: rows in a band, of at least the ``deep`` entry's
-#: ``min_n`` outcomes, drawn fewer than this many times per column of the
-#: depth-1 table (its ``2**b1 >= ceil(n / K)`` columns), take the ``deep`` rule
-#: instead (depth 2 there). For several rows: at 8 to 16 rows of 4096 drawn half
-#: a time per column, depth 1 took 1.08-1.14 of depth 2's time (the side-by-side
-#: run quoted above). CPU: ``python -m benchmarks tuning --only band``
-#: (rows ``band_b1_n<n>_s<S>`` at n = 5000 to 10**5, in
-#: ``benchmarks/results/cpu-2core-intel-xeon/band/``, each depth timed against
-#: depth 1): depth 2 took 0.72-0.77 of depth 1's time at two to three draws per
-#: depth-1 column, 0.92 at five, 0.95-1.02 at six, 1.03-1.12 at eight and
-#: 1.11-1.27 at ten to twenty (issue 11's C4 at n = 10**4, S = 10**4 has five).
+#: ``band_deeper_below`` ``((rows, draws per column), ...)``: calls of at most
+#: ``rows`` rows in a band, of at least the ``deep`` entry's ``min_n`` outcomes,
+#: drawn fewer than this many times per column of the depth-1 table (its ``2**b1
+#: >= ceil(n / K)`` columns), take the ``deep`` rule instead (depth 2 there).
+#: For several rows: 6; at 8 to 16 rows of 4096 drawn half a time per column,
+#: depth 1 took 1.08-1.14 of depth 2's time (the side-by-side run quoted above).
+#: One row: 12. CPU: ``python -m benchmarks tuning --only band`` (rows
+#: ``band_b1_n<n>_s<S>`` at n = 5000 to 10**5, in ``benchmarks/results/
+#: cpu-2core-intel-xeon/band/``, each depth timed against depth 1). Since one
+#: row's walk gathers its nodes as slices (:data:`BLOCK_GATHER_MAX_ROWS`, which
+#: made depth 2's two levels cheaper and left depth 1's one level as it was),
+#: depth 2 took 0.62-0.70 of depth 1's time at two to three draws per depth-1
+#: column, 0.77-0.86 at five to six, 0.83-0.95 at eight to ten, 0.91-1.04 at
+#: twelve, 0.97-1.06 at sixteen and 1.05-1.06 at twenty (two runs) (issue 11's C4 at n = 10**4,
+#: S = 10**4 has five). Before it, 6 for one row too: depth 2 took 0.92 at five,
+#: 0.95-1.02 at six and 1.03-1.12 at eight.
 HYBRID = {
     "cpu": {
         "min_n": 1000,
         "bands": ((1, 0.25, 4.0), (1 << 31, 0.5, 4.0)),
         "deep": ((32, 4096, 1000, 2.0),),
-        "band_deeper_below": 6.0,
+        "band_deeper_below": ((1, 12.0), (1 << 31, 6.0)),
     },
     "gpu": {"min_n": 1000, "bands": (), "deep": ()},
 }
@@ -313,7 +318,8 @@ def hybrid_depth(n: int, num_draws: int, platform: str | None = None, num_rows: 
         return 0
 
     if n >= h["min_n"] and lo * 2**b <= num_draws < hi * 2**b:
-        few = num_draws < h.get("band_deeper_below", 0.0) * 2 ** _alias.log2_columns(counts[1])
+        below = next((v for rows, v in h.get("band_deeper_below", ()) if num_rows <= rows), 0.0)
+        few = num_draws < below * 2 ** _alias.log2_columns(counts[1])
         return (few and deeper()) or 1
     if use_alias(n, num_draws, platform, num_rows):
         return 0
@@ -406,6 +412,22 @@ FLAT_BELOW_ROWS = {
     "cpu": {"descent": 16, "hybrid": 1 << 31},
     "gpu": {"descent": 16, "hybrid": 1 << 31},
 }
+
+#: Calls of at most this many rows gather each node's ``K`` entries in the
+#: descent's walk (the leaves' scores, the block sums above them) as one ``K``-wide
+#: slice of the table seen as ``(R * W / K, K)`` (:func:`jaxdp._alias.take_blocks`)
+#: rather than by ``K`` scalar indices, where the level's width ``W`` is a multiple
+#: of ``K``: the same values, so the same draws. CPU: one row, which is also what a
+#: ``vmap`` over rows or over ε traces. Timed against the scalar gather in one
+#: process, calls alternated (2-core Intel Xeon): 10**4 draws of one row took 0.75-0.79
+#: of the time at n = 10**4 (the suite's C4 row; the scalar gather's copy out of the
+#: walk's level switch is gone), 0.82-0.86 at 10**5 and 0.90 at 10**6; a ``vmap`` over
+#: 12 rows of 10**3 (1,024 draws each), 64 of 10**4 and 8 of 10**5 took 0.88, 0.92
+#: and 0.93; other shapes 0.95-1.01. With 12 rows in one call (``shape=(1024, 12)``)
+#: XLA:CPU fused the slices' gather with the leaf choice and the threefry into one
+#: unvectorised loop, 2.9 times slower, so several rows keep the scalar gather. GPU:
+#: the CPU's value (unmeasured; a slice is ``K`` contiguous floats).
+BLOCK_GATHER_MAX_ROWS = {"cpu": 1, "gpu": 1}
 
 
 # ----------------------------------------------------------------------------- tabulated noisy max

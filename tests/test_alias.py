@@ -352,3 +352,39 @@ def test_take_rows_under_vmap_equals_the_loop(batched, clip):
             np.testing.assert_array_equal(got[a, i], t[ri, ci])
     if batched[0]:  # one 1-D gather without batching dimensions
         assert "operand_batching_dims" not in twice.lower(*args).as_text()
+
+
+@pytest.mark.parametrize("batched", [(1, 0, 0), (0, 1, 0), (0, 0, 1), (1, 1, 0), (1, 0, 1),
+                                     (0, 1, 1), (1, 1, 1)])  # fmt: skip
+def test_take_blocks_under_vmap_equals_the_loop(batched):
+    """``take_blocks`` (a gather of ``width``-wide slices) equals ``table[rows, blocks *
+    width + j]`` taken one batch entry at a time, under one and two nested ``vmap``s
+    and every pattern of batched arguments, with no batching dimensions in the
+    gather when the table is batched."""
+    rng = np.random.default_rng(10 + sum(batched))
+    outer, inner, r, width, nb, m = 2, 3, 4, 4, 3, 6
+    table = rng.normal(size=(outer, inner, r, width * nb)).astype(np.float32)
+    rows = rng.integers(0, r, (outer, inner, m, 2)).astype(np.int32)
+    blocks = rng.integers(0, nb, (outer, inner, m, 2)).astype(np.int32)
+    args = [a if b else a[0, 0] for a, b in zip((table, rows, blocks), batched, strict=True)]
+    axes = [0 if b else None for b in batched]
+
+    def take(t, i, j):
+        return _alias.take_blocks(t, i, j, width)
+
+    def expected(t, i, j):
+        return t[i[..., None], j[..., None] * width + np.arange(width)]
+
+    once = jax.vmap(take, in_axes=axes)
+    twice = jax.jit(jax.vmap(jax.vmap(take, in_axes=axes), in_axes=axes))
+    got = np.asarray(twice(*args))
+    for a in range(outer):
+        one = once(*[x[a] if b else x for x, b in zip(args, batched, strict=True)])
+        for i in range(inner):
+            t, ri, bi = (x[a, i] if b else x for x, b in zip(args, batched, strict=True))
+            np.testing.assert_array_equal(np.asarray(one[i]), expected(t, ri, bi))
+            np.testing.assert_array_equal(got[a, i], expected(t, ri, bi))
+    np.testing.assert_array_equal(take(*(a[0, 0] for a in (table, rows, blocks))),
+                                  expected(*(a[0, 0] for a in (table, rows, blocks))))  # fmt: skip
+    if batched[0]:
+        assert "operand_batching_dims" not in twice.lower(*args).as_text()

@@ -70,7 +70,9 @@ def test_level_counts_match_the_padded_sizes():
         (10**5, 1, 1, 0),
         (2**20 + 1, 10**5, 1, 0),  # beyond the largest table
         (10**5, 50_000, 1, 2),  # in the band, three draws per depth-1 column: depth 2
-        (10**5, 10**5, 1, 1),  # six per depth-1 column: the band's depth 1
+        (10**5, 10**5, 1, 2),  # six per depth-1 column: one row's depth 2 (below 12)
+        (10**5, 2 * 10**5, 1, 1),  # twelve per depth-1 column: the band's depth 1
+        (10**4, 16000, 4, 1),  # eight per depth-1 column, several rows: depth 1 (below 6)
         (10**4, 10**4, 1, 2),  # issue 11's C4 at n = 10**4: five per depth-1 column
         (10**4, 10**4, 2, 2),  # two rows below a draw per column: the deep rule
         (2000, 1000, 1, 1),  # below the deep rule's min_n: depth 1

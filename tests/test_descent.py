@@ -567,3 +567,63 @@ def test_law_of_a_vmap_over_rows_with_strided_block_sums(monkeypatch):
     for k, s in enumerate(rows.astype(np.float64)):
         p = np.exp((s - s.max()) / 2)
         assert _group_pvalue(r[k], g, np.bincount(g, weights=p / p.sum())) > 1e-4, k
+
+
+# ----------------------------------------------------------------------------- block gather
+
+# (layout, hybrid depth, rows, n, draws per row): the walks that gather K-wide slices
+# (one row, whole blocks: n a multiple of K, or the levels above a partial block),
+# several rows (the K-index gather) and a vmap over rows.
+BLOCK_WALKS = [
+    ("descent", 0, 1, 1000, 40),
+    ("descent", 0, 1, 4097, 5),  # a partial last block: the leaves by K indices
+    ("hybrid", 1, 1, 1000, 300),
+    ("hybrid", 2, 1, 10**4, 200),
+    ("hybrid", 2, 1, 5001, 200),
+    ("descent", 0, 3, 1000, 40),
+    ("hybrid", 1, 4, 800, 64),
+]
+
+
+@pytest.mark.parametrize(("how", "depth", "rows", "n", "draws"), BLOCK_WALKS)
+@pytest.mark.parametrize("entry", ["scores", "weights", "vmap"])
+def test_block_gather_draws_as_the_index_gather(monkeypatch, how, depth, rows, n, draws, entry):
+    """Gathering each node's ``K`` entries as one slice (``take_blocks``, the rule
+    ``BLOCK_GATHER_MAX_ROWS``) gives the same draws, bit for bit, as ``K`` scalar
+    indices, at every layout, from scores or weights and under a ``vmap`` over rows
+    (a slice read from the wrong node or row would change them)."""
+    from jaxdp import _tuning
+
+    monkeypatch.setattr(_tuning, "layout", lambda *a, **k: how)
+    monkeypatch.setattr(_tuning, "hybrid_depth", lambda *a, **k: depth)
+    scores = np.random.default_rng(rows * n + 1).normal(size=(rows, n)).astype(np.float32) * 3
+    scores[0, 5] = -np.inf
+    row_max = jnp.asarray(scores.max(axis=1))
+    scale = jnp.full((rows,), 0.5, jnp.float32)
+    fk = jax.random.key_data(jax.random.key(rows + n))
+
+    def run(most_rows):
+        monkeypatch.setitem(_tuning.BLOCK_GATHER_MAX_ROWS, _tuning.kind(), most_rows)
+        jax.clear_caches()
+        x = jnp.asarray(scores)
+        if entry == "scores":
+            f = lambda k: _descent.sample_scores(k, x, row_max, scale, draws)  # noqa: E731
+        elif entry == "weights":
+            w = _descent.weights(x, row_max, scale)
+            f = lambda k: _descent.sample(k, w, draws)  # noqa: E731
+        else:  # one row traced, the batch folded into the tables' rows
+
+            def one(k, s, m, c):
+                return _descent.sample_scores(k, s[None], m[None], c[None], draws)
+
+            def f(k):
+                keys = jax.random.split(k, rows)
+                return jax.vmap(one)(keys, x, row_max, scale)
+
+        idx, ok = jax.jit(f)(jax.random.wrap_key_data(fk))
+        return np.asarray(idx), np.asarray(ok)
+
+    slices, indices = run(1 << 30), run(0)
+    np.testing.assert_array_equal(slices[0], indices[0])
+    np.testing.assert_array_equal(slices[1], indices[1])
+    assert np.all(slices[1])

@@ -52,13 +52,12 @@ def report_noisy_max(
 
     **Finite precision** (Laplace and exponential noise). Drawn as the
     exponential race ``argmin X_i * r_i`` (``r_i = exp(c (max s - s_i))``, ``X`` =
-    ``exp(-noise)``, the same law): noise
-    from 64 random bits per variate, logits computed exactly as two-float pairs
-    and clipped 80 below the row maximum (exactly as private), the scale ``c``
-    rounded down. In float32 each draw is (ε', δ')-DP with
-    ε' = ε + 40·2⁻²⁴ = ε + 2.4e-6 and δ' = n·(1 + e^ε')·2⁻⁶⁵; at ε = 1,
-    δ' = 1.0e-16 (n = 10³), 1.0e-13 (n = 10⁶), 2.2e-10 (n = 2³¹). No outcome is
-    impossible unless its probability is below 3e-20. Derivation: SECURITY.md,
+    ``exp(-noise)``, the same law): noise from 64 random bits per variate, logits
+    computed exactly as two-float pairs and clipped 80 below the row maximum
+    (exactly as private), the scale ``c`` rounded down. In float32 each draw is
+    (ε', δ')-DP with ε' = ε + 40·2⁻²⁴ = ε + 2.4e-6 and δ' = n·(1 + e^ε')·2⁻⁶⁵; at
+    ε = 1, δ' = 1.0e-16 (n = 10³), 1.0e-13 (n = 10⁶), 2.2e-10 (n = 2³¹). No outcome
+    is impossible unless its probability is below 3e-20. Derivation: SECURITY.md,
     "Finite precision: noise-based paths".
 
     **Many draws per row.** When the static sizes make it cheaper (many draws of
@@ -66,13 +65,12 @@ def report_noisy_max(
     computed once per row and drawn by the categorical kernel instead of ``n``
     variates per draw: exponential noise through the exact permute-and-flip law
     (Gauss-Legendre quadrature of its polynomial, in double-float), Laplace noise
-    through the
-    exact law of the event "the noisy maximum is above the top score" (the same
-    polynomial at half the acceptance probabilities), its complement (probability
-    ``prod_j (1 - e^{-ε (s* - s_j) / (2Δ)} / 2)``, at most 1/2) finished by the
-    race conditioned on it, drawn exactly by inverse CDFs. Same law; the
-    finite-precision guarantee is then: ε' = ε + 6.4e-6 (exponential), ε + 9.7e-6
-    (Laplace) and δ' ≤ 3.4e-11 at ε = 1 for n ≤ 4096
+    through the exact law of the event "the noisy maximum is above the top score"
+    (the same polynomial at half the acceptance probabilities), its complement
+    (probability ``prod_j (1 - e^{-ε (s* - s_j) / (2Δ)} / 2)``, at most 1/2)
+    finished by the race conditioned on it, drawn exactly by inverse CDFs. Same
+    law; the finite-precision guarantee is then: ε' = ε + 6.4e-6 (exponential),
+    ε + 9.7e-6 (Laplace) and δ' ≤ 3.4e-11 at ε = 1 for n ≤ 4096
     (``jaxdp._tabulated.guarantee``); derivation: SECURITY.md, "Finite precision:
     tabulated noisy max". With Laplace noise the running time of such a call
     depends on the scores, through that probability (SECURITY.md, "Timing and side

@@ -571,22 +571,22 @@ def test_law_of_a_vmap_over_rows_with_strided_block_sums(monkeypatch):
 
 # ----------------------------------------------------------------------------- block gather
 
-# (layout, hybrid depth, rows, n, draws per row): the walks that gather K-wide slices
-# (one row, whole blocks: n a multiple of K, or the levels above a partial block),
-# several rows (the K-index gather) and a vmap over rows.
+# (layout, hybrid depth, rows, n, draws per row, entry): the walks that gather K-wide
+# slices (one row of two levels or more: whole blocks, or the levels above a partial
+# last block), from scores, from weights and under a vmap over rows, and several rows.
 BLOCK_WALKS = [
-    ("descent", 0, 1, 1000, 40),
-    ("descent", 0, 1, 4097, 5),  # a partial last block: the leaves by K indices
-    ("hybrid", 1, 1, 1000, 300),
-    ("hybrid", 2, 1, 10**4, 200),
-    ("hybrid", 2, 1, 5001, 200),
-    ("descent", 0, 3, 1000, 40),
-    ("hybrid", 1, 4, 800, 64),
+    ("descent", 0, 1, 1000, 40, "scores"),
+    ("descent", 0, 1, 1000, 40, "weights"),
+    ("descent", 0, 1, 4097, 5, "scores"),  # a partial last block: the leaves by K indices
+    ("hybrid", 2, 1, 10**4, 200, "scores"),
+    ("hybrid", 2, 1, 5001, 200, "weights"),
+    ("hybrid", 2, 3, 10**4, 100, "vmap"),
+    ("descent", 0, 3, 1000, 40, "vmap"),
+    ("descent", 0, 4, 800, 64, "scores"),
 ]
 
 
-@pytest.mark.parametrize(("how", "depth", "rows", "n", "draws"), BLOCK_WALKS)
-@pytest.mark.parametrize("entry", ["scores", "weights", "vmap"])
+@pytest.mark.parametrize(("how", "depth", "rows", "n", "draws", "entry"), BLOCK_WALKS)
 def test_block_gather_draws_as_the_index_gather(monkeypatch, how, depth, rows, n, draws, entry):
     """Gathering each node's ``K`` entries as one slice (``take_blocks``, the rule
     ``BLOCK_GATHER_MAX_ROWS``) gives the same draws, bit for bit, as ``K`` scalar

@@ -180,28 +180,36 @@ def take_rows(table: Array, rows: Array, cols: Array, clip: bool = True) -> Arra
     return _take_rows(clip)(table, rows, cols)
 
 
-@functools.cache
-def _take_rows(clip: bool):
-    @jax.custom_batching.custom_vmap
-    def take(table: Array, rows: Array, cols: Array) -> Array:
-        flat = rows * table.shape[-1] + cols
-        return jnp.take(table.reshape(-1), flat, mode="clip") if clip else table.reshape(-1)[flat]
+def _row_gather(gather):
+    """``gather(table, rows, index)`` as a ``custom_vmap`` whose rule joins a batched
+    table's batch to its rows, ``(B * R, N)``, offsetting ``rows`` to match: the
+    gather stays one gather without batching dimensions."""
+    take = jax.custom_batching.custom_vmap(gather)
 
     @take.def_vmap
     def _batched(
-        axis_size: int, in_batched: list[bool], table: Array, rows: Array, cols: Array
+        axis_size: int, in_batched: list[bool], table: Array, rows: Array, index: Array
     ) -> tuple[Array, bool]:
-        table_batched, rows_batched, cols_batched = in_batched
+        table_batched, rows_batched, index_batched = in_batched
         rows = rows if rows_batched else rows[None]  # broadcast in the gather's index
-        cols = cols if cols_batched else cols[None]
+        index = index if index_batched else index[None]
         if table_batched:
             num_rows = table.shape[1]
             batch = jnp.arange(axis_size, dtype=jnp.int32) * num_rows
             rows = rows + batch.reshape((axis_size,) + (1,) * (rows.ndim - 1))
             table = table.reshape(axis_size * num_rows, -1)
-        return take(table, rows, cols), True
+        return take(table, rows, index), True
 
     return take
+
+
+@functools.cache
+def _take_rows(clip: bool):
+    def take(table: Array, rows: Array, cols: Array) -> Array:
+        flat = rows * table.shape[-1] + cols
+        return jnp.take(table.reshape(-1), flat, mode="clip") if clip else table.reshape(-1)[flat]
+
+    return _row_gather(take)
 
 
 def take_blocks(table: Array, rows: Array, blocks: Array, width: int) -> Array:
@@ -216,29 +224,11 @@ def take_blocks(table: Array, rows: Array, blocks: Array, width: int) -> Array:
 
 @functools.cache
 def _take_blocks(width: int):
-    @jax.custom_batching.custom_vmap
     def take(table: Array, rows: Array, blocks: Array) -> Array:
         flat = rows * (table.shape[-1] // width) + blocks
         return table.reshape(-1, width)[flat]
 
-    @take.def_vmap
-    def _batched(
-        axis_size: int, in_batched: list[bool], table: Array, rows: Array, blocks: Array
-    ) -> tuple[Array, bool]:
-        table_batched, rows_batched, blocks_batched = in_batched
-        shape = (axis_size,) + jnp.broadcast_shapes(
-            rows.shape[rows_batched:], blocks.shape[blocks_batched:]
-        )
-        rows = jnp.broadcast_to(rows if rows_batched else rows[None], shape)
-        blocks = jnp.broadcast_to(blocks if blocks_batched else blocks[None], shape)
-        if table_batched:
-            num_rows = table.shape[1]
-            batch = jnp.arange(axis_size, dtype=jnp.int32) * num_rows
-            rows = rows + batch.reshape((axis_size,) + (1,) * (rows.ndim - 1))
-            table = table.reshape(axis_size * num_rows, -1)
-        return take(table, rows, blocks), True
-
-    return take
+    return _row_gather(take)
 
 
 def _flat_take(table: Array, at: Array) -> Array:

@@ -30,6 +30,10 @@ calling anything else than the public samplers. Rows:
   (``STRIDED_BLOCK_SUMS``).
 * ``int_max_b<B>_n<n>``: ``exponential`` on int32 scores, one draw per row, the
   rows' maxima by strided slices against one ``jnp.max`` (``STRIDED_INT_ROW_MAX``).
+* ``block_gather_b<B>_n<n>_s<S>``: ``exponential``, ``S`` draws for each of ``B``
+  rows under the default layout rule, the walk's nodes gathered as ``K``-wide
+  slices against ``K`` scalar indices (the same values, so the same draws): for
+  how many rows the slices pay (``BLOCK_GATHER_MAX_ROWS``).
 * ``race_chunk_<c>_b<B>_n<n>_s<S>``: Laplace ``report_noisy_max`` (forced to the race) with
   ``RACE_CHUNK`` = ``c`` against the current value (``RACE_CHUNK``).
 * ``table_chunk_<c>_n<n>``: the permute-and-flip table with ``TABLE_CHUNK`` =
@@ -75,6 +79,7 @@ GRID = {
         "layout_rows": [(4, 1000, (0.25, 1)), (12, 1000, (0.5, 1))],
         "block_sums": [(1, 10**5, 1), (64, 4096, 1), (256, 32768, 1), (10**4, 104, 1)],
         "int_max": [(1, 10**5), (256, 32768)],
+        "block_gather": [(1, 10**4, 10**4), (12, 10**4, 1024)],
         "race": [(1, 1000, 1 << 14), (1024, 1000, 1)],
         "chunks": (1 << 16, 1 << 20),
         "table_n": (512,),
@@ -219,6 +224,17 @@ GRID = {
             (10**4, 1000),
             (10**5, 64),
         ],
+        # (rows B, candidates n, draws per row): the walk's slices against scalar gathers
+        "block_gather": [
+            (1, 4096, 4096),
+            (1, 10**4, 2000),
+            (1, 10**4, 10**4),
+            (1, 10**5, 100),
+            (1, 10**5, 10**4),
+            (1, 10**6, 10**4),
+            (2, 10**4, 1000),
+            (12, 10**4, 1024),
+        ],
         "race": [(1, 1000, 1 << 16), (1024, 1000, 1), (16, 100, 1 << 12)],
         "chunks": (1 << 14, 1 << 16, 1 << 20, 1 << 22),
         "table_n": (1000, 2048),
@@ -234,6 +250,7 @@ GPU_GRID = {
         # W2's shapes (one draw per row): the block sums are most of its time there
         "block_sums": [(10**4, 1000, 1), (10**4, 10**5, 1), (256, 32768, 1)],
         "int_max": [(256, 32768)],
+        "block_gather": [(1, 10**4, 10**4), (1, 10**6, 10**4)],
         "race": [(1, 1000, 1 << 14), (1, 1000, 1 << 20), (1024, 1000, 1)],
         "chunks": (1 << 20, 1 << 24),
         "table_n": (512, 2048),
@@ -244,6 +261,8 @@ GPU_GRID = {
         + [(1, 10**5, 1), (1, 2**20, 1), (64, 4096, 1), (1024, 1000, 1), (10**4, 104, 1)]
         + [(2**16, 128, 1)],
         "int_max": [(256, 32768), (10**4, 1000), (1, 10**6)],
+        "block_gather": [(1, 10**4, 10**4), (1, 10**5, 10**4), (1, 10**6, 10**4)]
+        + [(12, 10**4, 1024)],
         "race": [(1, 1000, 1 << 16), (1, 1000, 1 << 20), (1024, 1000, 1), (16, 100, 1 << 12)],
         "chunks": (1 << 20, 1 << 23, 1 << 25, 1 << 29),
         "table_n": (1000, 2048, 4096),
@@ -563,6 +582,40 @@ def int_max_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
     return out
 
 
+def block_gather_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
+    """``exponential`` (``S`` draws for each of ``B`` rows, the default layout rule),
+    the walk's nodes gathered as ``K``-wide slices (``BLOCK_GATHER_MAX_ROWS`` above
+    ``B``) against ``K`` scalar indices (below it): the same draws either way."""
+    out = []
+    for b, n, s in grid["block_gather"]:
+        x = _scores(b, n)[0] if b == 1 else _scores(b, n)  # one row: scores (n,)
+        shape = (s,) if b == 1 else (s, b)
+
+        def fn(k, x, shape=shape):
+            return jaxdp.exponential(k, x, epsilon=1.0, sensitivity=1.0, shape=shape)
+
+        with override(_tuning.BLOCK_GATHER_MAX_ROWS, 1 << 31):
+            slices = _call(fn, jax.random.key(0), x)
+        with override(_tuning.BLOCK_GATHER_MAX_ROWS, 0):
+            scalar = _call(fn, jax.random.key(0), x)
+        t = _pair(slices, scalar, repeats)
+        name = f"block_gather_b{b}_n{n}_s{s}"
+        how = _tuning.layout(n, s, num_rows=b)
+        depth = _tuning.hybrid_depth(n, s, num_rows=b)
+        out.append(
+            {"name": name, "constant": "BLOCK_GATHER_MAX_ROWS", "b": b, "n": n, "s": s,
+             "layout": how, "depth": depth, "slices_s": t["a_s"], "scalar_s": t["b_s"],
+             "slices_over_scalar": t["ratio"],
+             "slices_by_default": b <= _tuning.BLOCK_GATHER_MAX_ROWS[_tuning.kind()]}
+        )  # fmt: skip
+        print(
+            f"| {name} | {how} {depth} | slices {t['a_s'] * 1e3:.3g} ms "
+            f"| scalar {t['b_s'] * 1e3:.3g} ms | slices/scalar {t['ratio']:.2f} |",
+            flush=True,
+        )
+    return out
+
+
 def race_chunk_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
     rows = []
     current = _tuning.race_chunk()
@@ -690,6 +743,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             "rows",
             "block_sums",
             "int_max",
+            "block_gather",
             "race_chunk",
             "table_chunk",
             "costs",
@@ -719,6 +773,7 @@ def run(args: argparse.Namespace) -> int:
         "rows": rows_rows,
         "block_sums": block_sums_rows,
         "int_max": int_max_rows,
+        "block_gather": block_gather_rows,
         "race_chunk": race_chunk_rows,
         "table_chunk": table_chunk_rows,
         "costs": cost_rows,

@@ -259,7 +259,10 @@ def use_alias(n: int, num_draws: int, platform: str | None = None, num_rows: int
 #: column, 0.77-0.86 at five to six, 0.83-0.95 at eight to ten, 0.91-1.04 at
 #: twelve, 0.97-1.06 at sixteen and 1.05-1.06 at twenty (two runs) (issue 11's C4 at n = 10**4,
 #: S = 10**4 has five). Before it, 6 for one row too: depth 2 took 0.92 at five,
-#: 0.95-1.02 at six and 1.03-1.12 at eight.
+#: 0.95-1.02 at six and 1.03-1.12 at eight. The same grid on a 2-core AMD EPYC
+#: (``benchmarks/results/cpu-2core-amd-epyc/band/``) puts the crossing at the
+#: same place: 0.66-0.74 at two to three, 0.75-0.90 at five to eight, 0.94-0.97
+#: at ten to twelve, 1.01-1.02 at sixteen and 1.06 at twenty.
 HYBRID = {
     "cpu": {
         "min_n": 1000,
@@ -425,8 +428,14 @@ FLAT_BELOW_ROWS = {
 #: 12 rows of 10**3 (1,024 draws each), 64 of 10**4 and 8 of 10**5 took 0.88, 0.92
 #: and 0.93; other shapes 0.95-1.01. With 12 rows in one call (``shape=(1024, 12)``)
 #: XLA:CPU fused the slices' gather with the leaf choice and the threefry into one
-#: unvectorised loop, 2.9 times slower, so several rows keep the scalar gather. GPU:
-#: the CPU's value (unmeasured; a slice is ``K`` contiguous floats).
+#: unvectorised loop, 2.9 times slower, so several rows keep the scalar gather. On
+#: a 2-core AMD EPYC (``python -m benchmarks tuning --only block_gather``, rows
+#: ``block_gather_b<B>_n<n>_s<S>``, three runs in ``benchmarks/results/
+#: cpu-2core-amd-epyc/block-gather/``): one row drawn 10**4 times took 0.79-0.86 at
+#: n = 10**4, 0.79-0.82 at 10**5 and 0.91-0.94 at 10**6; 0.90-1.13 at 4096 and
+#: 10**4 drawn 2000 to 4096 times; 12 rows of 10**4 (1,024 draws each) 0.83-0.86
+#: there and 2 rows 0.98-1.16, so the rule stays at the one row that gains on both
+#: machines. GPU: the CPU's value (unmeasured; a slice is ``K`` contiguous floats).
 BLOCK_GATHER_MAX_ROWS = {"cpu": 1, "gpu": 1}
 
 

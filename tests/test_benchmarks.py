@@ -232,24 +232,26 @@ def test_tuning_sections_run_and_restore_the_tables():
     from jaxdp import _tuning
 
     tables = (_tuning.RACE_CHUNK, _tuning.ALIAS_MIN_DRAWS, _tuning.HYBRID,
-              _tuning.STRIDED_BLOCK_SUMS, _tuning.STRIDED_INT_ROW_MAX)  # fmt: skip
+              _tuning.STRIDED_BLOCK_SUMS, _tuning.STRIDED_INT_ROW_MAX,
+              _tuning.BLOCK_GATHER_MAX_ROWS)  # fmt: skip
     before = [dict(t) for t in tables]
     rule = _tuning.hybrid_depth
     grid = {"layout": [(1, 20, (1,))], "depth": [(1, 100, (20,))], "race": [(2, 10, 3)],
             "chunks": (16,), "table_n": (8,), "band": [(1, 1000, (20,))],
             "block_sums": [(2, 16, 1)], "block_sums_vmap": [(2, 16)],
-            "int_max": [(2, 19)]}  # fmt: skip
+            "int_max": [(2, 19)], "block_gather": [(1, 100, 20)]}  # fmt: skip
     rows = tuning.layout_rows(grid, 1) + tuning.depth_rows(grid, 1)
     rows += tuning.race_chunk_rows(grid, 1) + tuning.table_chunk_rows(grid, 1)
     rows += tuning.band_rows(grid, 1) + tuning.block_sums_rows(grid, 1)
-    rows += tuning.int_max_rows(grid, 1)
+    rows += tuning.int_max_rows(grid, 1) + tuning.block_gather_rows(grid, 1)
     names = [r["name"] for r in rows]
     assert names == ["layout_b1_n20_s32", "depth_b1_n100_s20", "race_chunk_16_b2_n10_s3",
                      "table_chunk_16_n8", "band_b1_n1000_s20", "block_sums_b2_n16_s1_float32",
                      "block_sums_b2_n16_s1_int32", "block_sums_vmap_b2_n16_float32",
-                     "int_max_b2_n19"]  # fmt: skip
-    assert rows[-2]["strided_over_reduce_window"] > 0 and not rows[-2]["strided_by_default"]
-    assert rows[-1]["strided_over_max"] > 0
+                     "int_max_b2_n19", "block_gather_b1_n100_s20"]  # fmt: skip
+    assert rows[-3]["strided_over_reduce_window"] > 0 and not rows[-3]["strided_by_default"]
+    assert rows[-2]["strided_over_max"] > 0
+    assert rows[-1]["slices_over_scalar"] > 0 and rows[-1]["layout"] == _tuning.layout(100, 20)
     assert rows[4]["depth2_over_depth1"] > 0 and rows[4]["draws_per_depth1_column"] == 20 / 128
     assert rows[0]["chosen"] == _tuning.layout(20, 32)  # the rule of this backend
     assert rows[0]["hybrid_over_descent"] > 0 and rows[0]["hybrid_over_alias"] > 0

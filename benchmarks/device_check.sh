@@ -10,7 +10,9 @@
 # sums by strided slices and the integer row maximum against ``reduce_window`` and
 # ``jnp.max`` (``tuning --quick --only block_sums --only int_max``: the GPU's rules
 # in ``jaxdp/_tuning.py`` came from it, run 4 of
-# ``benchmarks/results/gpu-nvidia-h100-80gb-hbm3/``; this re-checks them), and the
+# ``benchmarks/results/gpu-nvidia-h100-80gb-hbm3/``; this re-checks them), one row's
+# walk by slices against scalar gathers (``tuning --quick --only block_gather``: the
+# GPU's ``BLOCK_GATHER_MAX_ROWS`` is the CPU's, unmeasured there), and the
 # test suite on the GPU: at most 585 s in all, so a
 # 15-minute lease needs no second start. (The tuning grid and the crossover,
 # ``tuning --quick`` and ``crossover --quick``, and the tabulated noisy max's cost
@@ -50,13 +52,15 @@ chex.__version__); print(jax.devices())" 2>&1
 cat "$R/env.txt"
 pack
 
-step suite_quick 150 $PY -m benchmarks --quick --backend gpu --no-progress --out "$R/results"
+step suite_quick 140 $PY -m benchmarks --quick --backend gpu --no-progress --out "$R/results"
 step suite_gpu_targets 35 $PY -m benchmarks --backend gpu --no-progress --no-plots \
   --out "$R/results-targets" \
   --only '^exponential_auto_(n1e1_s1e8|n1e3_s1e8|n1e5_s1e8|n1e3_b1e5|n1e5_b1e4)_f32$'
-step w2_probe 50 $PY benchmarks/w2_probe.py "$R"
+step w2_probe 35 $PY benchmarks/w2_probe.py "$R"
 step block_sums 90 $PY -m benchmarks tuning --quick --only block_sums --only int_max \
   --out "$R/results-block-sums"
+step block_gather 25 $PY -m benchmarks tuning --quick --only block_gather \
+  --out "$R/results-block-gather"
 # The tests last: each worker is its own process on the one GPU (no preallocation).
 XLA_PYTHON_CLIENT_PREALLOCATE=false step pytest 260 $PY -m pytest -q -p no:cacheprovider \
   -n 16 --durations=20 tests
@@ -74,3 +78,5 @@ echo "=== w2_probe"
 grep -E "candidates/s" "$R/w2_probe.log"
 echo "=== block sums, integer maximum"
 grep -E "^\|" "$R/block_sums.log" | tail -n 12
+echo "=== block gather"
+grep -E "^\|" "$R/block_gather.log" | tail -n 4

@@ -71,6 +71,7 @@ import numpy as np
 
 from . import _alias, _logits, _tuning
 from . import _twofloat as _tf
+from ._random import bits64
 from ._twofloat import split as _split
 from ._twofloat import two_sum as _two_sum
 from ._typing import Array, PRNGKey
@@ -153,10 +154,10 @@ def _uniform_dd(key: PRNGKey, shape: tuple[int, ...], dtype) -> tuple[Array, Arr
     """``(X + 1/2) 2**-64`` for a uniform 64-bit ``X``, as a double-float pair.
 
     Exact while ``X < 2**48`` (float32) and rounded to 48 bits (relative) above;
-    every value is in (0, 1).
+    every value is in (0, 1). ``X`` is one threefry block's two words
+    (:func:`jaxdp._random.bits64`): one hash a uniform, not two.
     """
-    words = jax.random.bits(key, (2,) + tuple(shape), jnp.uint32)
-    w1, w2 = words[0], words[1]
+    w1, w2 = bits64(key, tuple(shape))
     if np.dtype(dtype) == np.float64:
         x = (w1.astype(jnp.uint64) << np.uint64(32)) | w2.astype(jnp.uint64)
         hi = (x >> np.uint64(11)).astype(jnp.float64) * 2.0**-53

@@ -11,9 +11,10 @@
 # ``jnp.max`` (``tuning --quick --only block_sums --only int_max``: the GPU's rules
 # in ``jaxdp/_tuning.py`` came from it, run 4 of
 # ``benchmarks/results/gpu-nvidia-h100-80gb-hbm3/``; this re-checks them), one row's
-# walk by slices against scalar gathers (``tuning --quick --only block_gather``: the
-# GPU's ``BLOCK_GATHER_MAX_ROWS`` is the CPU's, unmeasured there), and the
-# test suite on the GPU: at most 585 s in all, so a
+# walk by slices against scalar gathers and one row's small alias table read by
+# selects against gathers (``tuning --quick --only block_gather --only
+# alias_select``: the GPU's ``BLOCK_GATHER_MAX_ROWS`` and ``ALIAS_SELECT_MAX_LOG2``
+# are the CPU's, unmeasured there), and the test suite on the GPU: at most 585 s in all, so a
 # 15-minute lease needs no second start. (The tuning grid and the crossover,
 # ``tuning --quick`` and ``crossover --quick``, and the tabulated noisy max's cost
 # model, ``tuning --quick --only costs``, ran in earlier leases.) Logs and
@@ -59,10 +60,10 @@ step suite_gpu_targets 35 $PY -m benchmarks --backend gpu --no-progress --no-plo
 step w2_probe 35 $PY benchmarks/w2_probe.py "$R"
 step block_sums 90 $PY -m benchmarks tuning --quick --only block_sums --only int_max \
   --out "$R/results-block-sums"
-step block_gather 25 $PY -m benchmarks tuning --quick --only block_gather \
-  --out "$R/results-block-gather"
+step block_gather 40 $PY -m benchmarks tuning --quick --only block_gather \
+  --only alias_select --out "$R/results-block-gather"
 # The tests last: each worker is its own process on the one GPU (no preallocation).
-XLA_PYTHON_CLIENT_PREALLOCATE=false step pytest 260 $PY -m pytest -q -p no:cacheprovider \
+XLA_PYTHON_CLIENT_PREALLOCATE=false step pytest 245 $PY -m pytest -q -p no:cacheprovider \
   -n 16 --durations=20 tests
 
 echo
@@ -78,5 +79,5 @@ echo "=== w2_probe"
 grep -E "candidates/s" "$R/w2_probe.log"
 echo "=== block sums, integer maximum"
 grep -E "^\|" "$R/block_sums.log" | tail -n 12
-echo "=== block gather"
-grep -E "^\|" "$R/block_gather.log" | tail -n 4
+echo "=== block gather, alias select"
+grep -E "^\|" "$R/block_gather.log" | tail -n 7

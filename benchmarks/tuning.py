@@ -34,6 +34,11 @@ calling anything else than the public samplers. Rows:
   rows under the default layout rule, the walk's nodes gathered as ``K``-wide
   slices against ``K`` scalar indices (the same values, so the same draws): for
   how many rows the slices pay (``BLOCK_GATHER_MAX_ROWS``).
+* ``alias_select_<b|vmap><B>_n<n>_s<S>``: ``exponential`` drawing ``S`` times
+  from one row of ``n`` by the alias table (``b1``), or under a ``jax.vmap`` over
+  ``B`` rows and keys (``vmap<B>``), the table's columns read by selects
+  against gathers (the same draws): up to which table size the selects pay
+  (``ALIAS_SELECT_MAX_LOG2``).
 * ``race_chunk_<c>_b<B>_n<n>_s<S>``: Laplace ``report_noisy_max`` (forced to the race) with
   ``RACE_CHUNK`` = ``c`` against the current value (``RACE_CHUNK``).
 * ``table_chunk_<c>_n<n>``: the permute-and-flip table with ``TABLE_CHUNK`` =
@@ -80,6 +85,7 @@ GRID = {
         "block_sums": [(1, 10**5, 1), (64, 4096, 1), (256, 32768, 1), (10**4, 104, 1)],
         "int_max": [(1, 10**5), (256, 32768)],
         "block_gather": [(1, 10**4, 10**4), (12, 10**4, 1024)],
+        "alias_select": [(1, 10, 10**4), (1, 10, 10**6), (1, 32, 10**4), (256, 8, 1000)],
         "race": [(1, 1000, 1 << 14), (1024, 1000, 1)],
         "chunks": (1 << 16, 1 << 20),
         "table_n": (512,),
@@ -235,6 +241,9 @@ GRID = {
             (2, 10**4, 1000),
             (12, 10**4, 1024),
         ],
+        # (B, n, S): one row (B = 1) or a vmap over B rows, S draws each, by the table
+        "alias_select": [(1, n, s) for n in (3, 10, 16, 20, 32, 64) for s in (10**3, 10**4, 10**6)]
+        + [(64, 10, 10**4), (10**4, 10, 100), (10**4, 16, 8), (256, 8, 1000), (10**4, 32, 8)],
         "race": [(1, 1000, 1 << 16), (1024, 1000, 1), (16, 100, 1 << 12)],
         "chunks": (1 << 14, 1 << 16, 1 << 20, 1 << 22),
         "table_n": (1000, 2048),
@@ -251,6 +260,8 @@ GPU_GRID = {
         "block_sums": [(10**4, 1000, 1), (10**4, 10**5, 1), (256, 32768, 1)],
         "int_max": [(256, 32768)],
         "block_gather": [(1, 10**4, 10**4), (1, 10**6, 10**4)],
+        # the descent takes these sizes on a GPU below 2**18 draws (ALIAS_MIN_DRAWS)
+        "alias_select": [(1, 10, 1 << 20), (1, 32, 1 << 20), (64, 10, 1 << 18)],
         "race": [(1, 1000, 1 << 14), (1, 1000, 1 << 20), (1024, 1000, 1)],
         "chunks": (1 << 20, 1 << 24),
         "table_n": (512, 2048),
@@ -263,6 +274,8 @@ GPU_GRID = {
         "int_max": [(256, 32768), (10**4, 1000), (1, 10**6)],
         "block_gather": [(1, 10**4, 10**4), (1, 10**5, 10**4), (1, 10**6, 10**4)]
         + [(12, 10**4, 1024)],
+        "alias_select": [(1, n, s) for n in (10, 16, 32, 64) for s in (1 << 18, 1 << 22, 1 << 26)]
+        + [(64, 10, 1 << 18), (16, 32, 1 << 20)],
         "race": [(1, 1000, 1 << 16), (1, 1000, 1 << 20), (1024, 1000, 1), (16, 100, 1 << 12)],
         "chunks": (1 << 20, 1 << 23, 1 << 25, 1 << 29),
         "table_n": (1000, 2048, 4096),
@@ -616,6 +629,43 @@ def block_gather_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
     return out
 
 
+def alias_select_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
+    """``exponential`` drawing ``S`` times from one row (``B = 1``) or under a
+    ``jax.vmap`` over ``B`` rows and keys, with the alias table read by selects
+    (``ALIAS_SELECT_MAX_LOG2`` above the table's ``b``) against by gathers (below
+    it): the same draws either way. Rows the alias table does not take say so."""
+    out = []
+    for b, n, s in grid["alias_select"]:
+        how = _tuning.layout(n, s)
+        log2 = _alias.log2_columns(n)
+        x = _scores(b, n)
+
+        def one(k, row, s=s):
+            return jaxdp.exponential(k, row, epsilon=1.0, sensitivity=1.0, shape=(s,))
+
+        fn, args = (one, (jax.random.key(0), x[0]))
+        if b > 1:
+            fn, args = jax.vmap(one), (jax.random.split(jax.random.key(0), b), x)
+        with override(_tuning.ALIAS_SELECT_MAX_LOG2, 63):
+            select = _call(fn, *args)
+        with override(_tuning.ALIAS_SELECT_MAX_LOG2, -1):
+            gather = _call(fn, *args)
+        t = _pair(select, gather, repeats)
+        name = f"alias_select_{'b1' if b == 1 else f'vmap{b}'}_n{n}_s{s}"
+        out.append(
+            {"name": name, "constant": "ALIAS_SELECT_MAX_LOG2", "b": b, "n": n, "s": s,
+             "log2_columns": log2, "layout": how, "select_s": t["a_s"], "gather_s": t["b_s"],
+             "select_over_gather": t["ratio"],
+             "select_by_default": log2 <= _tuning.ALIAS_SELECT_MAX_LOG2[_tuning.kind()]}
+        )  # fmt: skip
+        print(
+            f"| {name} | {how}, 2**{log2} columns | select {t['a_s'] * 1e3:.3g} ms "
+            f"| gather {t['b_s'] * 1e3:.3g} ms | select/gather {t['ratio']:.2f} |",
+            flush=True,
+        )
+    return out
+
+
 def race_chunk_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
     rows = []
     current = _tuning.race_chunk()
@@ -744,6 +794,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             "block_sums",
             "int_max",
             "block_gather",
+            "alias_select",
             "race_chunk",
             "table_chunk",
             "costs",
@@ -774,6 +825,7 @@ def run(args: argparse.Namespace) -> int:
         "block_sums": block_sums_rows,
         "int_max": int_max_rows,
         "block_gather": block_gather_rows,
+        "alias_select": alias_select_rows,
         "race_chunk": race_chunk_rows,
         "table_chunk": table_chunk_rows,
         "costs": cost_rows,

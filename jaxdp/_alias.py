@@ -64,6 +64,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import _tuning
 from . import _twofloat as tf
 from ._random import bits64
 from ._typing import Array, PRNGKey
@@ -391,11 +392,29 @@ def draw(key: PRNGKey, packed: Array, low: Array, num_draws: int) -> Array:
     w0, w1 = bits64(key, shape)  # one threefry block per draw
     col = (w0 >> np.uint32(32 - b)).astype(jnp.int32)
     rest = w0 & np.uint32(2 ** (32 - b) - 1)
-    rows = jax.lax.broadcasted_iota(jnp.int32, shape, 1)
-    word = take_rows(packed, rows, col)
+    if num_rows == 1 and b <= _tuning.ALIAS_SELECT_MAX_LOG2[_tuning.kind()]:
+        word, word_low = _select_columns(packed[0], low[0], col)
+    else:
+        rows = jax.lax.broadcasted_iota(jnp.int32, shape, 1)
+        word, word_low = take_rows(packed, rows, col), take_rows(low, rows, col)
     high = word >> np.uint32(b)
-    keep = (rest < high) | ((rest == high) & (w1 < take_rows(low, rows, col)))
+    keep = (rest < high) | ((rest == high) & (w1 < word_low))
     return jnp.where(keep, col, (word & np.uint32(size - 1)).astype(jnp.int32))
+
+
+def _select_columns(packed: Array, low: Array, col: Array) -> tuple[Array, Array]:
+    """``(packed[col], low[col])`` for one row's small tables ``(N,)`` by a chain of
+    ``N`` selects instead of a gather: the same values, so the same draws. The
+    whole draw (threefry, lookup, comparison) is then one elementwise loop that
+    XLA:CPU vectorises, where a gather splits it into two loops that each hash
+    the draw's counter again (:data:`jaxdp._tuning.ALIAS_SELECT_MAX_LOG2`)."""
+    word = jnp.broadcast_to(packed[0], col.shape)
+    word_low = jnp.broadcast_to(low[0], col.shape)
+    for j in range(1, packed.shape[0]):
+        hit = col == j
+        word = jnp.where(hit, packed[j], word)
+        word_low = jnp.where(hit, low[j], word_low)
+    return word, word_low
 
 
 def sample(key: PRNGKey, w: Array, num_draws: int) -> tuple[Array, Array]:

@@ -439,6 +439,24 @@ FLAT_BELOW_ROWS = {
 BLOCK_GATHER_MAX_ROWS = {"cpu": 1, "gpu": 1}
 
 
+#: One row's alias table of at most ``2**this`` columns is read by a chain of
+#: selects over its columns (:func:`jaxdp._alias._select_columns`) rather than by
+#: two gathers: the same values, so the same draws. XLA:CPU splits a gather from
+#: the elementwise work around it, so the gathered draw is two loops that each
+#: hash the draw's counter again; the selects keep the draw one vectorised loop,
+#: at ``2 N`` selects a draw. Several rows keep the gather (each draw would read
+#: every row's columns); a ``vmap`` over rows traces one row. CPU: ``python -m
+#: benchmarks tuning --only alias_select`` (rows ``alias_select_*``, two runs in
+#: ``benchmarks/results/cpu-2core-amd-epyc/alias-select/``, ``exponential`` drawing
+#: from one row, the two lookups timed against each other): tables of 4 to 32
+#: columns drawn 10**4 times took 0.74-0.95 of the gather's time (issue 11's C4 at
+#: n = 10: 0.82-0.95), 10**6 times 0.44-0.81; 10**3 times 0.53-1.11 (calls of
+#: 0.1 ms); a ``vmap`` over 64 to 10**4 rows drawn 8 to 10**4 times each
+#: 0.68-1.02. At 64 columns: 0.82-1.08, so the rule stops at 32. GPU: the CPU's
+#: value (unmeasured; ``2 N`` selects on values held in registers against a
+#: gather; ``benchmarks/device_check.sh`` measures it).
+ALIAS_SELECT_MAX_LOG2 = {"cpu": 5, "gpu": 5}
+
 # ----------------------------------------------------------------------------- tabulated noisy max
 
 #: Largest row tabulated for exponential and Laplace noise: the table costs ``n**2 / 2``

@@ -225,6 +225,39 @@ def test_alias_edge_rows():
     assert np.all(np.asarray(r)[:, 0] == 2)
 
 
+@pytest.mark.parametrize("n", [3, 5, 9, 17, 32])
+def test_select_lookup_draws_what_the_gather_draws(n, monkeypatch):
+    """One row's small table read by selects (``ALIAS_SELECT_MAX_LOG2``) gives the
+    gather's draws, bit for bit: for one row, under a ``vmap`` over tables and
+    keys, and over keys alone; the law tests above then cover both lookups. A
+    second row keeps the gather."""
+    rng = np.random.default_rng(n)
+    w = (rng.exponential(size=(4, n)) ** 3).astype(np.float32)
+    w[1, rng.integers(n)] = 0.0
+    packed, low, ok = jax.jit(_alias.build)(jnp.asarray(w))
+    assert bool(ok.all())
+    key = jax.random.key(n)
+    keys = jax.random.split(key, 4)
+    kind = _tuning.kind()
+
+    def draws(limit):  # traced afresh under each limit
+        monkeypatch.setitem(_tuning.ALIAS_SELECT_MAX_LOG2, kind, limit)
+        one = jax.jit(lambda k, p, lo: _alias.draw(k, p, lo, 5000))
+        by_row = jax.vmap(one)(keys, packed[:, None], low[:, None])
+        shared = jax.vmap(lambda k: one(k, packed[:1], low[:1]))(keys)
+        jaxpr = str(jax.make_jaxpr(one)(key, packed[:1], low[:1]))
+        return [np.asarray(x) for x in (one(key, packed[:1], low[:1]), by_row, shared)], jaxpr
+
+    (select, select_jaxpr), (gather, gather_jaxpr) = draws(63), draws(-1)
+    assert "gather" not in select_jaxpr and "gather" in gather_jaxpr  # both lookups ran
+    for a, b in zip(select, gather, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert np.bincount(select[1][1].ravel(), minlength=n)[w[1] == 0].sum() == 0  # weight 0
+    # Two rows in one call: the gather under either limit.
+    two = jax.jit(lambda k, p, lo: _alias.draw(k, p, lo, 100))
+    assert "gather" in str(jax.make_jaxpr(two)(key, packed[:2], low[:2]))
+
+
 # ----------------------------------------------------------------------------- dispatch
 
 

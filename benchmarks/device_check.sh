@@ -13,8 +13,8 @@
 # ``benchmarks/results/gpu-nvidia-h100-80gb-hbm3/``; this re-checks them), one row's
 # walk by slices against scalar gathers and one row's small alias table read by
 # selects against gathers (``tuning --quick --only block_gather --only
-# alias_select``: the GPU's ``BLOCK_GATHER_MAX_ROWS`` and ``ALIAS_SELECT_MAX_LOG2``
-# are the CPU's, unmeasured there), and the test suite on the GPU: at most 585 s in all, so a
+# alias_select``: the GPU's ``BLOCK_GATHER_MAX_ROWS`` is the CPU's and its
+# ``ALIAS_SELECT_MAX_LOG2`` is off, both unmeasured there), and the test suite on the GPU: at most 585 s in all, so a
 # 15-minute lease needs no second start. (The tuning grid and the crossover,
 # ``tuning --quick`` and ``crossover --quick``, and the tabulated noisy max's cost
 # model, ``tuning --quick --only costs``, ran in earlier leases.) Logs and

@@ -452,10 +452,13 @@ BLOCK_GATHER_MAX_ROWS = {"cpu": 1, "gpu": 1}
 #: columns drawn 10**4 times took 0.74-0.95 of the gather's time (issue 11's C4 at
 #: n = 10: 0.82-0.95), 10**6 times 0.44-0.81; 10**3 times 0.53-1.11 (calls of
 #: 0.1 ms); a ``vmap`` over 64 to 10**4 rows drawn 8 to 10**4 times each
-#: 0.68-1.02. At 64 columns: 0.82-1.08, so the rule stops at 32. GPU: the CPU's
-#: value (unmeasured; ``2 N`` selects on values held in registers against a
-#: gather; ``benchmarks/device_check.sh`` measures it).
-ALIAS_SELECT_MAX_LOG2 = {"cpu": 5, "gpu": 5}
+#: 0.68-1.02. At 64 columns: 0.82-1.08, so the rule stops at 32. GPU: off (-1:
+#: the gather, as in every GPU run so far) until measured there
+#: (``benchmarks/device_check.sh`` runs the section): a GPU's gathers from a
+#: cached table of at most 32 columns are cheap, and under a ``vmap`` over tables
+#: the selects read every column of the draw's table from memory. The two
+#: lookups read the same values, so the draws do not depend on this choice.
+ALIAS_SELECT_MAX_LOG2 = {"cpu": 5, "gpu": -1}
 
 # ----------------------------------------------------------------------------- tabulated noisy max
 

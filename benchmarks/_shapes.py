@@ -43,6 +43,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "c1": (8, 1024),
         "c2": (12, 64, 100),
         "c3": (16, 100),
+        "c3_keys": (256, 100),
         "c4": [(10, 1000), (1000, 1000)],
         "c5": (10, 1000),
         "c5_repeats": 1,
@@ -52,6 +53,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "c1": (256, 32768),
         "c2": (12, 1024, 1000),
         "c3": (1024, 10**4),
+        "c3_keys": (65536, 1000),
         "c4": [(10, 10**4), (1000, 10**4), (10**4, 10**4), (10**5, 10**4)],
         "c5": (1000, 10**5),
         "c5_repeats": 3,
@@ -61,6 +63,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "c1": (256, 32768),
         "c2": (12, 1024, 1000),
         "c3": (1024, 10**4),
+        "c3_keys": (65536, 1000),
         "c4": [(10, 10**4), (1000, 10**4), (10**4, 10**4), (10**5, 10**4)],
         "c5": (1000, 10**5),
         "c5_repeats": 3,
@@ -321,6 +324,41 @@ def c3_two_consumers(keys: int, n: int) -> list[Pair]:
             "<=",
             1.5,
             f"(r, -scores[r]) / -scores[r] time, n={_fmt(n)} B={_fmt(keys)}",
+        )
+    ]
+
+
+def c3_vmap_over_keys(keys: int, n: int) -> list[Pair]:
+    """``jit(vmap(exponential))`` over ``keys`` keys of one row, one draw each (a Monte
+    Carlo trial, as ``montecarlo.run`` batches it), against the same number of draws
+    from the row in one call (``shape=(keys,)``). The batch equals the calls key by
+    key, so each draw takes the layout of one draw (the descent); the one call draws
+    by the alias table: the ratio is reported, not a target."""
+    scores = _row(n, 19)
+
+    def trials(k, x):
+        draw = lambda kk: jaxdp.exponential(kk, x, epsilon=EPS, sensitivity=DELTA)  # noqa: E731
+        return jax.vmap(draw)(jax.random.split(k, keys))
+
+    def one_call(k, x):
+        return jaxdp.exponential(k, x, epsilon=EPS, sensitivity=DELTA, shape=(keys,))
+
+    args = lambda: (jax.random.key(0), jnp.asarray(scores))  # noqa: E731
+    return [
+        Pair(
+            f"c3_exponential_vmap_keys_vs_one_call_n{_fmt(n)}_b{_fmt(keys)}",
+            "C3",
+            f"jit(vmap(jaxdp.exponential)) over {keys} keys of one row, one draw each",
+            f"jaxdp.exponential, {keys} draws of the row in one call",
+            n,
+            1,
+            keys,
+            _jit(trials, args),
+            _jit(one_call, args),
+            "slowdown",
+            None,
+            None,
+            f"vmap over keys / one call time, n={_fmt(n)} B={_fmt(keys)}",
         )
     ]
 
@@ -612,6 +650,7 @@ def pairs(mode_name: str) -> list[Pair]:
         + c2_explicit_rows(*z["c2"])
         + c2_selection_grid(*z["c2"])
         + c3_two_consumers(*z["c3"])
+        + c3_vmap_over_keys(*z["c3_keys"])
         + c4_small_draws(z["c4"])
         + c4_one_small_call()
         + c5_compile(*z["c5"])

@@ -69,7 +69,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _alias, _logits, _tuning
+from . import _alias, _logits, _random, _tuning
 from . import _twofloat as _tf
 from ._random import bits64
 from ._twofloat import split as _split
@@ -150,14 +150,14 @@ def weights(scores: Array, row_max: Array, scale: Array, low: Array | None = Non
 # ----------------------------------------------------------------------------- uniforms
 
 
-def _uniform_dd(key: PRNGKey, shape: tuple[int, ...], dtype) -> tuple[Array, Array]:
+def _uniform_dd(bits: tuple[Array, Array], dtype) -> tuple[Array, Array]:
     """``(X + 1/2) 2**-64`` for a uniform 64-bit ``X``, as a double-float pair.
 
     Exact while ``X < 2**48`` (float32) and rounded to 48 bits (relative) above;
-    every value is in (0, 1). ``X`` is one threefry block's two words
+    every value is in (0, 1). ``X`` is ``bits``, one threefry block's two words
     (:func:`jaxdp._random.bits64`): one hash a uniform, not two.
     """
-    w1, w2 = bits64(key, tuple(shape))
+    w1, w2 = bits
     if np.dtype(dtype) == np.float64:
         x = (w1.astype(jnp.uint64) << np.uint64(32)) | w2.astype(jnp.uint64)
         hi = (x >> np.uint64(11)).astype(jnp.float64) * 2.0**-53
@@ -323,7 +323,7 @@ def _sort_lanes(hi: list, lo: list | None, idx: list) -> None:
 TINY_NODE = 2.0**-78
 
 
-def _choose(key: PRNGKey, hi: list, lo: list | None) -> Array:
+def _choose(bits: tuple[Array, Array], hi: list, lo: list | None) -> Array:
     """Index of the child drawn among :data:`K` lanes of non-negative double-float masses.
 
     Sorted ascending, accumulated, compared with a 64-bit uniform times the
@@ -343,7 +343,7 @@ def _choose(key: PRNGKey, hi: list, lo: list | None) -> Array:
         h, low = _tf.dd_add(cum_h[-1], cum_l[-1], hi[j], low_parts[j])
         cum_h.append(h)
         cum_l.append(low)
-    uh, ul = _uniform_dd(key, hi[0].shape, hi[0].dtype)
+    uh, ul = _uniform_dd(bits, hi[0].dtype)
     vh, vl = _tf.dd_mul(uh, ul, cum_h[-1], cum_l[-1])
     chosen = idx[K - 1]  # v >= total only by rounding: the largest child
     for j in reversed(range(K - 1)):
@@ -370,7 +370,7 @@ def descend(
     one level above the top table (the hybrid layout: blocks drawn from an alias
     table, then ``tables = [leaves]``); without it every draw starts at the root.
 
-    The levels run in one loop (a ``lax.scan`` over the level keys, top first),
+    The levels run in one loop (a ``lax.scan`` over the levels, top first),
     whose carry ``node`` is materialised at every level: unrolled, XLA:CPU duplicated each level's
     elementwise choice into the next level's gathers and into every consumer of
     the result (``O(L**2)`` copies of the sorting network, and compile times of
@@ -379,7 +379,11 @@ def descend(
     """
     num_rows = tables[0][0].shape[0]
     levels = len(tables)
-    keys = jax.random.split(key, levels)
+    # A level's uniforms: stream t of the key's words (jaxdp._random.bits64_words),
+    # for threefry keys; else the t-th of split keys. Streams need no split keys,
+    # whose (batch, levels, 2) array a vmap over keys transposed for the scan.
+    words = _random.key_words(key)
+    keys = jax.random.split(key, levels) if words is None else None
     # Below _tuning.FLAT_BELOW_ROWS rows (any, for the hybrid) the draws are walked
     # flat, ``(num_draws * R, 1)`` in row-major order: the same uniforms, so the
     # same draws, as the ``(num_draws, R)`` walk, but without a minor axis of ``R``
@@ -425,22 +429,27 @@ def descend(
     # skips the low parts (the same draws, cheaper).
     plain = levels <= 2
 
-    def body(t: Array, level_key: PRNGKey, node: Array) -> Array:
+    def body(t: Array, level_key: PRNGKey | None, node: Array) -> Array:
         block_h, block_l = jax.lax.switch(t, branches, node)
         lanes_l = None if plain else [block_l[..., j] for j in range(K)]
-        child = _choose(level_key, [block_h[..., j] for j in range(K)], lanes_l)
+        if words is None:
+            bits = bits64(level_key, node.shape)
+        else:
+            bits = _random.bits64_words(words, node.shape, t)
+        child = _choose(bits, [block_h[..., j] for j in range(K)], lanes_l)
         return node * K + child
 
     # Every level, the top included, runs in the loop: one copy of the sorting
     # network in the program (a top level unrolled before the loop doubled the
     # compile time). The carry starts at the root as a value computed from the
     # tables and the keys, so that under shard_map it varies like the body's
-    # output. A scan over the level keys, not an index into them inside the loop:
-    # JAX's key-reuse checker sees each used once.
+    # output. Level t's uniforms are stream t of the key's words, consumed once
+    # before the loop; other key implementations scan over split keys (not an index
+    # into them inside the loop: JAX's key-reuse checker sees each used once).
     if start is None:
         top = tables[-1][0][:, 0]
-        data = jax.random.key_data(keys)
-        root = jnp.where(top == top, 0, 0) + jnp.where(data[0, 0] == data[0, 0], 0, 0)
+        word = jax.random.key_data(keys)[0, 0] if words is None else words[0]
+        root = jnp.where(top == top, 0, 0) + jnp.where(word == word, 0, 0)
         node = jnp.broadcast_to(root.astype(jnp.int32), (num_draws, num_rows)).reshape(flat)
     else:
         node = start.reshape(flat)
@@ -449,9 +458,13 @@ def descend(
             # the walk, the alias table's draws (``(num_draws, R)``) made it several
             # times slower for 2, 4 or 8 rows (and not for 3, 6 or 12).
             node = _own_buffer_on_cpu(node)
-    node = jax.lax.scan(
-        lambda node, xs: (body(xs[0], xs[1], node), None), node, (jnp.arange(levels), keys)
-    )[0]
+    if words is None:
+        xs = (jnp.arange(levels), keys)
+        step = lambda node, xs: (body(xs[0], xs[1], node), None)  # noqa: E731
+    else:
+        xs = jnp.arange(levels)
+        step = lambda node, t: (body(t, None, node), None)  # noqa: E731
+    node = jax.lax.scan(step, node, xs)[0]
     if num_rows > 1 and levels == 1:
         # The draws into a buffer of their own on CPU: else XLA:CPU fuses a lone
         # level's choice (the depth-1 hybrid) into the consumers of the

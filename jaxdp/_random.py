@@ -187,14 +187,35 @@ def bits64(key: PRNGKey, shape) -> tuple[Array, Array]:
     implementations draw ``(2, *shape)`` words with :func:`jax.random.bits`.
     """
     shape = tuple(shape)
-    size = math.prod(shape)
-    if str(jax.random.key_impl(key)) not in _THREEFRY_IMPLS or size >= 2**32:
-        words = jax.random.bits(key, (2,) + shape, jnp.uint32)
-        return words[0], words[1]
+    words = key_words(key) if math.prod(shape) < 2**32 else None
+    if words is None:
+        bits = jax.random.bits(key, (2,) + shape, jnp.uint32)
+        return bits[0], bits[1]
+    return bits64_words(words, shape)
+
+
+def key_words(key: PRNGKey) -> tuple[Array, Array] | None:
+    """A threefry key's two uint32 words, the key marked as consumed (for JAX's
+    key-reuse checker); None for other key implementations."""
+    if str(jax.random.key_impl(key)) not in _THREEFRY_IMPLS:
+        return None
     jax.random.bits(key, (0,))  # marks `key` as consumed for JAX's key-reuse checker
     data = jax.random.key_data(key)
-    counter = jax.lax.broadcasted_iota(jnp.uint32, (size,), 0).reshape(shape)
-    return threefry2x32(data[0], data[1], jnp.zeros_like(counter), counter)
+    return data[0], data[1]
+
+
+def bits64_words(words: tuple[Array, Array], shape, stream: Array | int = 0) -> tuple[Array, Array]:
+    """:func:`bits64` from a threefry key's words (:func:`key_words`): element ``i`` of
+    ``shape`` (fewer than ``2**32`` elements) is the threefry2x32 block of the 64-bit
+    counter ``stream * 2**32 + i``. Streams ``0, 1, ...`` of one key are disjoint
+    counters, so independent bits, as from split keys, without the split's hashes
+    (one per key) and, under a ``vmap`` over keys, without the split keys'
+    ``(batch, count, 2)`` array and its transpose in a ``scan`` over them. Stream 0
+    is :func:`bits64`'s stream."""
+    shape = tuple(shape)
+    counter = jax.lax.broadcasted_iota(jnp.uint32, (math.prod(shape),), 0).reshape(shape)
+    high = jnp.broadcast_to(jnp.asarray(stream).astype(jnp.uint32), shape)
+    return threefry2x32(words[0], words[1], high, counter)
 
 
 def _unit64(hi: Array, lo: Array, hi_bits: int, dtype=jnp.float32) -> Array:

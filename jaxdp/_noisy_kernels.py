@@ -122,24 +122,35 @@ def _first_argmin(q: Array) -> tuple[Array, Array]:
     return best, jnp.minimum(arg, n - 1)
 
 
-def _peel(key: PRNGKey, scores: Array, c: Array, k: int, sample_noise: Callable) -> Array:
+def _peel(key: PRNGKey, scores: Array, c: Array, k: int, noise: str) -> Array:
     """k rounds of the race on ``scores`` ``(..., n)``, each over the outcomes not yet
     chosen, with its own row maximum and fresh noise: int32 ``(..., k)``, -1 once a row
     has no finite score left. Equal in law to the one-shot k smallest of ``E_i r_i``
     (memorylessness), but each round's rates are relative to *its own* maximum, so the
     clipping at :data:`LOGIT_FLOOR` and the relative rounding hold round by round.
+
+    Round t's noise is :func:`jaxdp._random.race_from_words` of stream t of the key's
+    threefry words (:func:`jaxdp._random.bits64_words`: disjoint counters, consumed
+    once); for other key implementations, of the t-th of split keys, in a scan over
+    them (not an index into them: the key-reuse checker). Streams keep a ``vmap``
+    over keys from building and transposing a ``(batch, k, 2)`` array of split keys.
     """
     iota = jax.lax.broadcasted_iota(jnp.int32, scores.shape, scores.ndim - 1)
+    words = _random.key_words(key) if math.prod(scores.shape) < 2**32 else None
 
-    def round_(remaining, round_key):
+    def round_(remaining, xs):
         row_max = jnp.max(remaining, axis=-1, keepdims=True)
-        noise = sample_noise(round_key, remaining.shape, scores.dtype)
-        best, arg = _first_argmin(noise * race_rates(remaining, row_max, c))
+        if words is None:
+            variates = NOISES[noise](xs, remaining.shape, scores.dtype)
+        else:
+            bits = _random.bits64_words(words, remaining.shape, xs)
+            variates = _random.race_from_words(noise, *bits, scores.dtype)
+        best, arg = _first_argmin(variates * race_rates(remaining, row_max, c))
         arg = jnp.where(best == jnp.inf, -1, arg)
         return jnp.where(iota == arg[..., None], -jnp.inf, remaining), arg
 
-    # A scan over the round keys (not an index into them: the key-reuse checker).
-    out = jax.lax.scan(round_, scores, jax.random.split(key, k))[1]  # (k, ...)
+    xs = jax.random.split(key, k) if words is None else jnp.arange(k)
+    out = jax.lax.scan(round_, scores, xs)[1]  # (k, ...)
     return jnp.moveaxis(out, 0, -1).astype(jnp.int32)
 
 
@@ -250,7 +261,7 @@ def _race(
             many = jnp.broadcast_to(scores, (per, num_rows, n))
 
             def body(key: PRNGKey, step: Array) -> Array:
-                return _peel(key, many, c[None], k, sample_noise)
+                return _peel(key, many, c[None], k, noise)
 
         out = map_steps(body, key, steps).reshape((steps * per, num_rows) + suffix)
         return out if steps * per == num_lead else out[:num_lead]
@@ -270,7 +281,7 @@ def _race(
             m = jax.lax.dynamic_slice_in_dim(row_max, start, per, axis=0)
             cb = jax.lax.dynamic_slice_in_dim(c, start, per, axis=0)
             if k is not None:
-                return _peel(key, part, cb, k, sample_noise)
+                return _peel(key, part, cb, k, noise)
             return _first_argmin(sample_noise(key, (per, n), dtype) * race_rates(part, m, cb))[1]
 
         out = map_steps(body, key, num_lead * blocks)

@@ -310,6 +310,18 @@ def _pair(a: Callable[[], Any], b: Callable[[], Any], repeats: int) -> dict[str,
     }
 
 
+def _pair_values(
+    table: dict[str, Any], a: Any, b: Any, fn: Callable[..., Any], args: tuple, repeats: int
+) -> dict[str, float]:
+    """``fn(*args)`` compiled with ``table`` overridden to ``a`` and to ``b`` (this
+    backend's kind), the two timed against each other (:func:`_pair`: ``a`` over ``b``)."""
+    with override(table, a):
+        call_a = _call(fn, *args)
+    with override(table, b):
+        call_b = _call(fn, *args)
+    return _pair(call_a, call_b, repeats)
+
+
 def _scores(b: int, n: int) -> jax.Array:
     return jnp.asarray(np.random.default_rng(n).normal(size=(b, n)) * 3.0, jnp.float32)
 
@@ -482,11 +494,9 @@ def rows_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
         def fn(k, x, s=s, b=b):
             return jaxdp.exponential(k, x, epsilon=1.0, sensitivity=1.0, shape=(s, b))
 
-        with override(_tuning.FLAT_BELOW_ROWS, {"descent": 1 << 62, "hybrid": 1 << 62}):
-            flat = _call(fn, jax.random.key(0), x)
-        with override(_tuning.FLAT_BELOW_ROWS, {"descent": 0, "hybrid": 0}):
-            by_rows = _call(fn, jax.random.key(0), x)
-        t = _pair(flat, by_rows, repeats)
+        flat, by_rows = {"descent": 1 << 62, "hybrid": 1 << 62}, {"descent": 0, "hybrid": 0}
+        t = _pair_values(_tuning.FLAT_BELOW_ROWS, flat, by_rows, fn, (jax.random.key(0), x),
+                         repeats)  # fmt: skip
         name = f"rows_b{b}_n{n}_s{s}"
         how = _tuning.layout(n, s, num_rows=b)
         out.append(
@@ -517,11 +527,8 @@ def _block_sums_row(
 ) -> dict[str, Any]:
     """One row of :func:`block_sums_rows`: ``fn(*args)`` with the strided block sums
     forced on against the ``reduce_window`` forced on, timed and printed."""
-    with override(_tuning.STRIDED_BLOCK_SUMS, {"min_entries": 0, "min_n": 0}):
-        strided = _call(fn, *args)
-    with override(_tuning.STRIDED_BLOCK_SUMS, None):
-        window = _call(fn, *args)
-    t = _pair(strided, window, repeats)
+    strided = {"min_entries": 0, "min_n": 0}
+    t = _pair_values(_tuning.STRIDED_BLOCK_SUMS, strided, None, fn, args, repeats)
     print(
         f"| {name} | {how} | strided {t['a_s'] * 1e3:.3g} ms | reduce_window "
         f"{t['b_s'] * 1e3:.3g} ms | strided/reduce_window {t['ratio']:.2f} |",
@@ -577,11 +584,8 @@ def int_max_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
         def fn(k, x):
             return jaxdp.exponential(k, x, epsilon=1.0, sensitivity=1.0)
 
-        with override(_tuning.STRIDED_INT_ROW_MAX, True):
-            strided = _call(fn, jax.random.key(0), x)
-        with override(_tuning.STRIDED_INT_ROW_MAX, False):
-            plain = _call(fn, jax.random.key(0), x)
-        t = _pair(strided, plain, repeats)
+        t = _pair_values(_tuning.STRIDED_INT_ROW_MAX, True, False, fn, (jax.random.key(0), x),
+                         repeats)  # fmt: skip
         name = f"int_max_b{b}_n{n}"
         out.append(
             {"name": name, "constant": "STRIDED_INT_ROW_MAX", "b": b, "n": n,
@@ -607,11 +611,8 @@ def block_gather_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
         def fn(k, x, shape=shape):
             return jaxdp.exponential(k, x, epsilon=1.0, sensitivity=1.0, shape=shape)
 
-        with override(_tuning.BLOCK_GATHER_MAX_ROWS, 1 << 31):
-            slices = _call(fn, jax.random.key(0), x)
-        with override(_tuning.BLOCK_GATHER_MAX_ROWS, 0):
-            scalar = _call(fn, jax.random.key(0), x)
-        t = _pair(slices, scalar, repeats)
+        t = _pair_values(_tuning.BLOCK_GATHER_MAX_ROWS, 1 << 31, 0, fn, (jax.random.key(0), x),
+                         repeats)  # fmt: skip
         name = f"block_gather_b{b}_n{n}_s{s}"
         how = _tuning.layout(n, s, num_rows=b)
         depth = _tuning.hybrid_depth(n, s, num_rows=b)
@@ -646,11 +647,7 @@ def alias_select_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
         fn, args = (one, (jax.random.key(0), x[0]))
         if b > 1:
             fn, args = jax.vmap(one), (jax.random.split(jax.random.key(0), b), x)
-        with override(_tuning.ALIAS_SELECT_MAX_LOG2, 63):
-            select = _call(fn, *args)
-        with override(_tuning.ALIAS_SELECT_MAX_LOG2, -1):
-            gather = _call(fn, *args)
-        t = _pair(select, gather, repeats)
+        t = _pair_values(_tuning.ALIAS_SELECT_MAX_LOG2, 63, -1, fn, args, repeats)
         name = f"alias_select_{'b1' if b == 1 else f'vmap{b}'}_n{n}_s{s}"
         out.append(
             {"name": name, "constant": "ALIAS_SELECT_MAX_LOG2", "b": b, "n": n, "s": s,

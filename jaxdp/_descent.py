@@ -71,7 +71,6 @@ import numpy as np
 
 from . import _alias, _logits, _random, _tuning
 from . import _twofloat as _tf
-from ._random import bits64
 from ._twofloat import split as _split
 from ._twofloat import two_sum as _two_sum
 from ._typing import Array, PRNGKey
@@ -379,11 +378,10 @@ def descend(
     """
     num_rows = tables[0][0].shape[0]
     levels = len(tables)
-    # A level's uniforms: stream t of the key's words (jaxdp._random.bits64_words),
-    # for threefry keys; else the t-th of split keys. Streams need no split keys,
-    # whose (batch, levels, 2) array a vmap over keys transposed for the scan.
-    words = _random.key_words(key)
-    keys = jax.random.split(key, levels) if words is None else None
+    # A level's uniforms: stream t of the key's words for threefry keys, else the
+    # t-th of split keys (jaxdp._random.streams). Streams need no split keys, whose
+    # (batch, levels, 2) array a vmap over keys transposed for the scan.
+    xs, level_bits = _random.streams(key, levels, num_draws * num_rows)
     # Below _tuning.FLAT_BELOW_ROWS rows (any, for the hybrid) the draws are walked
     # flat, ``(num_draws * R, 1)`` in row-major order: the same uniforms, so the
     # same draws, as the ``(num_draws, R)`` walk, but without a minor axis of ``R``
@@ -429,26 +427,20 @@ def descend(
     # skips the low parts (the same draws, cheaper).
     plain = levels <= 2
 
-    def body(t: Array, level_key: PRNGKey | None, node: Array) -> Array:
+    def body(t: Array, x: Array, node: Array) -> Array:
         block_h, block_l = jax.lax.switch(t, branches, node)
         lanes_l = None if plain else [block_l[..., j] for j in range(K)]
-        if words is None:
-            bits = bits64(level_key, node.shape)
-        else:
-            bits = _random.bits64_words(words, node.shape, t)
-        child = _choose(bits, [block_h[..., j] for j in range(K)], lanes_l)
+        child = _choose(level_bits(x, node.shape), [block_h[..., j] for j in range(K)], lanes_l)
         return node * K + child
 
     # Every level, the top included, runs in the loop: one copy of the sorting
     # network in the program (a top level unrolled before the loop doubled the
     # compile time). The carry starts at the root as a value computed from the
     # tables and the keys, so that under shard_map it varies like the body's
-    # output. Level t's uniforms are stream t of the key's words, consumed once
-    # before the loop; other key implementations scan over split keys (not an index
-    # into them inside the loop: JAX's key-reuse checker sees each used once).
+    # output.
     if start is None:
         top = tables[-1][0][:, 0]
-        word = jax.random.key_data(keys)[0, 0] if words is None else words[0]
+        word = jax.random.key_data(key).ravel()[0]
         root = jnp.where(top == top, 0, 0) + jnp.where(word == word, 0, 0)
         node = jnp.broadcast_to(root.astype(jnp.int32), (num_draws, num_rows)).reshape(flat)
     else:
@@ -458,13 +450,9 @@ def descend(
             # the walk, the alias table's draws (``(num_draws, R)``) made it several
             # times slower for 2, 4 or 8 rows (and not for 3, 6 or 12).
             node = _own_buffer_on_cpu(node)
-    if words is None:
-        xs = (jnp.arange(levels), keys)
-        step = lambda node, xs: (body(xs[0], xs[1], node), None)  # noqa: E731
-    else:
-        xs = jnp.arange(levels)
-        step = lambda node, t: (body(t, None, node), None)  # noqa: E731
-    node = jax.lax.scan(step, node, xs)[0]
+    node = jax.lax.scan(
+        lambda node, tx: (body(tx[0], tx[1], node), None), node, (jnp.arange(levels), xs)
+    )[0]
     if num_rows > 1 and levels == 1:
         # The draws into a buffer of their own on CPU: else XLA:CPU fuses a lone
         # level's choice (the depth-1 hybrid) into the consumers of the

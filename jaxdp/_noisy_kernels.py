@@ -129,27 +129,22 @@ def _peel(key: PRNGKey, scores: Array, c: Array, k: int, noise: str) -> Array:
     (memorylessness), but each round's rates are relative to *its own* maximum, so the
     clipping at :data:`LOGIT_FLOOR` and the relative rounding hold round by round.
 
-    Round t's noise is :func:`jaxdp._random.race_from_words` of stream t of the key's
-    threefry words (:func:`jaxdp._random.bits64_words`: disjoint counters, consumed
-    once); for other key implementations, of the t-th of split keys, in a scan over
-    them (not an index into them: the key-reuse checker). Streams keep a ``vmap``
-    over keys from building and transposing a ``(batch, k, 2)`` array of split keys.
+    Round t's noise is :func:`jaxdp._random.race_from_words` of step t's bits from
+    :func:`jaxdp._random.streams` (stream t of a threefry key's words, else the t-th
+    of split keys): streams keep a ``vmap`` over keys from building and transposing
+    a ``(batch, k, 2)`` array of split keys.
     """
     iota = jax.lax.broadcasted_iota(jnp.int32, scores.shape, scores.ndim - 1)
-    words = _random.key_words(key) if math.prod(scores.shape) < 2**32 else None
+    xs, round_bits = _random.streams(key, k, math.prod(scores.shape))
 
-    def round_(remaining, xs):
+    def round_(remaining, x):
         row_max = jnp.max(remaining, axis=-1, keepdims=True)
-        if words is None:
-            variates = NOISES[noise](xs, remaining.shape, scores.dtype)
-        else:
-            bits = _random.bits64_words(words, remaining.shape, xs)
-            variates = _random.race_from_words(noise, *bits, scores.dtype)
+        bits = round_bits(x, remaining.shape)
+        variates = _random.race_from_words(noise, *bits, scores.dtype)
         best, arg = _first_argmin(variates * race_rates(remaining, row_max, c))
         arg = jnp.where(best == jnp.inf, -1, arg)
         return jnp.where(iota == arg[..., None], -jnp.inf, remaining), arg
 
-    xs = jax.random.split(key, k) if words is None else jnp.arange(k)
     out = jax.lax.scan(round_, scores, xs)[1]  # (k, ...)
     return jnp.moveaxis(out, 0, -1).astype(jnp.int32)
 

@@ -41,6 +41,8 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -216,6 +218,19 @@ def bits64_words(words: tuple[Array, Array], shape, stream: Array | int = 0) -> 
     counter = jax.lax.broadcasted_iota(jnp.uint32, (math.prod(shape),), 0).reshape(shape)
     high = jnp.broadcast_to(jnp.asarray(stream).astype(jnp.uint32), shape)
     return threefry2x32(words[0], words[1], high, counter)
+
+
+def streams(key: PRNGKey, steps: int, size: int) -> tuple[Any, Callable[..., tuple[Array, Array]]]:
+    """``(xs, bits)`` for a ``lax.scan`` of ``steps`` steps that each draw 64 bits for
+    ``size`` elements: step ``x`` of ``xs`` draws ``bits(x, shape)``. For threefry keys
+    ``xs`` is ``arange(steps)`` and step t is stream t of the key's words
+    (:func:`bits64_words`); for other key implementations (or ``size >= 2**32``)
+    ``xs`` are split keys, scanned over (not indexed inside the loop: the key-reuse
+    checker), and ``bits`` is :func:`bits64`."""
+    words = key_words(key) if size < 2**32 else None
+    if words is None:
+        return jax.random.split(key, steps), bits64
+    return jnp.arange(steps), lambda t, shape: bits64_words(words, shape, t)
 
 
 def _unit64(hi: Array, lo: Array, hi_bits: int, dtype=jnp.float32) -> Array:

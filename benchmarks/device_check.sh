@@ -12,9 +12,11 @@
 # in ``jaxdp/_tuning.py`` came from it, run 4 of
 # ``benchmarks/results/gpu-nvidia-h100-80gb-hbm3/``; this re-checks them), one row's
 # walk by slices against scalar gathers and one row's small alias table read by
-# selects against gathers (``tuning --quick --only block_gather --only
-# alias_select``: the GPU's ``BLOCK_GATHER_MAX_ROWS`` is the CPU's and its
-# ``ALIAS_SELECT_MAX_LOG2`` is off, both unmeasured there), and the test suite on the GPU: at most 585 s in all, so a
+# selects against gathers, and the alias table's prefix sums by integer products
+# against ``cumsum`` (``tuning --quick --only block_gather --only alias_select
+# --only prefix_sums``: the GPU's ``BLOCK_GATHER_MAX_ROWS`` is the CPU's, its
+# ``ALIAS_SELECT_MAX_LOG2`` and ``PREFIX_SUM_BLOCK`` are off, all unmeasured
+# there), and the test suite on the GPU: at most 585 s in all, so a
 # 15-minute lease needs no second start. (The tuning grid and the crossover,
 # ``tuning --quick`` and ``crossover --quick``, and the tabulated noisy max's cost
 # model, ``tuning --quick --only costs``, ran in earlier leases.) Logs and
@@ -60,10 +62,10 @@ step suite_gpu_targets 35 $PY -m benchmarks --backend gpu --no-progress --no-plo
 step w2_probe 35 $PY benchmarks/w2_probe.py "$R"
 step block_sums 90 $PY -m benchmarks tuning --quick --only block_sums --only int_max \
   --out "$R/results-block-sums"
-step block_gather 40 $PY -m benchmarks tuning --quick --only block_gather \
-  --only alias_select --out "$R/results-block-gather"
+step block_gather 60 $PY -m benchmarks tuning --quick --only block_gather \
+  --only alias_select --only prefix_sums --out "$R/results-block-gather"
 # The tests last: each worker is its own process on the one GPU (no preallocation).
-XLA_PYTHON_CLIENT_PREALLOCATE=false step pytest 245 $PY -m pytest -q -p no:cacheprovider \
+XLA_PYTHON_CLIENT_PREALLOCATE=false step pytest 225 $PY -m pytest -q -p no:cacheprovider \
   -n 16 --durations=20 tests
 
 echo

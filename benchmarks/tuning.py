@@ -39,6 +39,11 @@ calling anything else than the public samplers. Rows:
   ``B`` rows and keys (``vmap<B>``), the table's columns read by selects
   against gathers (the same draws): up to which table size the selects pay
   (``ALIAS_SELECT_MAX_LOG2``).
+* ``prefix_sums_<b|vmap><B>_n<n>_s<S>``: ``exponential`` drawing ``S`` times from
+  one row (``b1``) or ``B`` rows (``vmap<B>``: a ``jax.vmap`` over rows and keys)
+  under the default layout rule, the alias table's exact prefix sums taken by
+  blocked integer products against one ``cumsum`` (the same tables, so the same
+  draws): where the products pay (``PREFIX_SUM_BLOCK``).
 * ``race_chunk_<c>_b<B>_n<n>_s<S>``: Laplace ``report_noisy_max`` (forced to the race) with
   ``RACE_CHUNK`` = ``c`` against the current value (``RACE_CHUNK``).
 * ``table_chunk_<c>_n<n>``: the permute-and-flip table with ``TABLE_CHUNK`` =
@@ -86,6 +91,7 @@ GRID = {
         "int_max": [(1, 10**5), (256, 32768)],
         "block_gather": [(1, 10**4, 10**4), (12, 10**4, 1024)],
         "alias_select": [(1, 10, 10**4), (1, 10, 10**6), (1, 32, 10**4), (256, 8, 1000)],
+        "prefix_sums": [(1, 1000, 10**4), (1, 10**5, 10**4), (12, 1000, 2048)],
         "race": [(1, 1000, 1 << 14), (1024, 1000, 1)],
         "chunks": (1 << 16, 1 << 20),
         "table_n": (512,),
@@ -244,6 +250,10 @@ GRID = {
         # (B, n, S): one row (B = 1) or a vmap over B rows, S draws each, by the table
         "alias_select": [(1, n, s) for n in (3, 10, 16, 20, 32, 64) for s in (10**3, 10**4, 10**6)]
         + [(64, 10, 10**4), (10**4, 10, 100), (10**4, 16, 8), (256, 8, 1000), (10**4, 32, 8)],
+        # (B, n, S): every layout that builds a table (the alias table, the hybrids)
+        "prefix_sums": [(1, n, s) for n in (100, 1000, 10**4) for s in (10**4, 10**6)]
+        + [(1, 10**5, 10**4), (1, 10**5, 10**6), (1, 10**6, 10**6)]
+        + [(12, 1000, 2048), (256, 1000, 4096), (64, 100, 1000), (4, 10**4, 10**4)],
         "race": [(1, 1000, 1 << 16), (1024, 1000, 1), (16, 100, 1 << 12)],
         "chunks": (1 << 14, 1 << 16, 1 << 20, 1 << 22),
         "table_n": (1000, 2048),
@@ -262,6 +272,7 @@ GPU_GRID = {
         "block_gather": [(1, 10**4, 10**4), (1, 10**6, 10**4)],
         # the descent takes these sizes on a GPU below 2**18 draws (ALIAS_MIN_DRAWS)
         "alias_select": [(1, 10, 1 << 20), (1, 32, 1 << 20), (64, 10, 1 << 18)],
+        "prefix_sums": [(1, 1000, 1 << 20), (1, 10**5, 1 << 20), (64, 1000, 1 << 18)],
         "race": [(1, 1000, 1 << 14), (1, 1000, 1 << 20), (1024, 1000, 1)],
         "chunks": (1 << 20, 1 << 24),
         "table_n": (512, 2048),
@@ -276,6 +287,8 @@ GPU_GRID = {
         + [(12, 10**4, 1024)],
         "alias_select": [(1, n, s) for n in (10, 16, 32, 64) for s in (1 << 18, 1 << 22, 1 << 26)]
         + [(64, 10, 1 << 18), (16, 32, 1 << 20)],
+        "prefix_sums": [(1, n, 1 << 20) for n in (1000, 10**4, 10**5, 10**6)]
+        + [(64, 1000, 1 << 18), (256, 1000, 1 << 16)],
         "race": [(1, 1000, 1 << 16), (1, 1000, 1 << 20), (1024, 1000, 1), (16, 100, 1 << 12)],
         "chunks": (1 << 20, 1 << 23, 1 << 25, 1 << 29),
         "table_n": (1000, 2048, 4096),
@@ -301,8 +314,16 @@ def _call(fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:
     return compiled_call(fn, args)[0]
 
 
+#: Seconds a pair of calls is timed for at least (up to 1,000 rounds): calls of a
+#: few hundred microseconds get hundreds of rounds, not ``repeats`` (eight rounds
+#: of a 0.3 ms call gave ratios from 0.91 to 1.07 between runs of one pair).
+MIN_TIME_S = 1.5
+
+
 def _pair(a: Callable[[], Any], b: Callable[[], Any], repeats: int) -> dict[str, float]:
-    ta, tb, ratios = time_interleaved(a, b, repeats=repeats, budget_s=4.0)
+    """``a`` and ``b`` timed alternately: at least ``repeats`` rounds and
+    :data:`MIN_TIME_S` seconds (within a 4 s budget)."""
+    ta, tb, ratios = time_interleaved(a, b, repeats=repeats, budget_s=4.0, min_time_s=MIN_TIME_S)
     return {
         "a_s": statistics.median(ta),
         "b_s": statistics.median(tb),
@@ -663,6 +684,38 @@ def alias_select_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
     return out
 
 
+def prefix_sums_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
+    """``exponential`` drawing ``S`` times from one row (``B = 1``) or under a
+    ``jax.vmap`` over ``B`` rows and keys, the alias table's prefix sums taken by
+    blocked integer products (``PREFIX_SUM_BLOCK`` = 16) against one ``cumsum``
+    (0): the same tables, so the same draws. Rows whose layout builds no table
+    say so (the two compile to the same program there)."""
+    out = []
+    for b, n, s in grid["prefix_sums"]:
+        how = _tuning.layout(n, s)
+        x = _scores(b, n)
+
+        def one(k, row, s=s):
+            return jaxdp.exponential(k, row, epsilon=1.0, sensitivity=1.0, shape=(s,))
+
+        fn, args = (one, (jax.random.key(0), x[0]))
+        if b > 1:
+            fn, args = jax.vmap(one), (jax.random.split(jax.random.key(0), b), x)
+        t = _pair_values(_tuning.PREFIX_SUM_BLOCK, 16, 0, fn, args, repeats)
+        name = f"prefix_sums_{'b1' if b == 1 else f'vmap{b}'}_n{n}_s{s}"
+        out.append(
+            {"name": name, "constant": "PREFIX_SUM_BLOCK", "b": b, "n": n, "s": s,
+             "layout": how, "dot_s": t["a_s"], "cumsum_s": t["b_s"], "dot_over_cumsum": t["ratio"],
+             "block_by_default": _tuning.PREFIX_SUM_BLOCK[_tuning.kind()]}
+        )  # fmt: skip
+        print(
+            f"| {name} | {how} | products {t['a_s'] * 1e3:.3g} ms "
+            f"| cumsum {t['b_s'] * 1e3:.3g} ms | products/cumsum {t['ratio']:.2f} |",
+            flush=True,
+        )
+    return out
+
+
 def race_chunk_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
     rows = []
     current = _tuning.race_chunk()
@@ -792,6 +845,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             "int_max",
             "block_gather",
             "alias_select",
+            "prefix_sums",
             "race_chunk",
             "table_chunk",
             "costs",
@@ -823,6 +877,7 @@ def run(args: argparse.Namespace) -> int:
         "int_max": int_max_rows,
         "block_gather": block_gather_rows,
         "alias_select": alias_select_rows,
+        "prefix_sums": prefix_sums_rows,
         "race_chunk": race_chunk_rows,
         "table_chunk": table_chunk_rows,
         "costs": cost_rows,

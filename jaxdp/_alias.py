@@ -29,7 +29,7 @@ heavy ``h`` is ``1 + S(h) - D(k)``. Hence
   heavy ``h + 1``.
 
 ``D`` and ``S`` are exact: the fixed-point values are cut into limbs of ``31 -
-b`` bits whose int32 prefix sums cannot overflow (one ``cumsum``), and put back
+b`` bits whose int32 prefix sums cannot overflow (:func:`prefix_sums`), and put back
 together with carries. Two binary searches over them replace the sequential
 loop, and the sweep they encode is the exact one for the rounded masses.
 
@@ -154,14 +154,40 @@ def _to_fixed(gh: Array, gl: Array, frac: int) -> tuple[Array, Array]:
     return _where64(gh > 0, out, (jnp.zeros_like(top[0]), jnp.zeros_like(top[1])))
 
 
+def prefix_sums(x: Array) -> Array:
+    """Inclusive prefix sums of non-negative int32 ``x`` along its last axis, whose
+    total is below ``2**31`` (so no partial sum overflows, in any order).
+
+    On a backend with a :data:`jaxdp._tuning.PREFIX_SUM_BLOCK` ``k``: blocks of ``k``
+    are summed by one integer product with the ``k x k`` upper-triangular matrix of
+    ones, their totals the same way (recursively) and added back; other lengths,
+    and backends without one, take one ``cumsum``. XLA:CPU runs a ``cumsum`` as a
+    ``reduce_window`` at several ns an entry, and the products take a quarter to a
+    half of that. Exact integer arithmetic either way, so the same sums."""
+    k = _tuning.PREFIX_SUM_BLOCK[_tuning.kind()]
+    n = x.shape[-1]
+    if k < 2 or n < 2 or (n > k and n % k):
+        return jnp.cumsum(x, axis=-1, dtype=jnp.int32)
+    k = min(k, n)
+    i = np.arange(k)
+    upper = jnp.asarray((i[:, None] <= i[None, :]).astype(np.int32))
+    blocks = x.reshape(x.shape[:-1] + (n // k, k))
+    within = jnp.einsum("...i,ij->...j", blocks, upper, preferred_element_type=jnp.int32)
+    if n == k:
+        return within.reshape(x.shape)
+    totals = within[..., -1]
+    before = prefix_sums(totals) - totals
+    return (within + before[..., None]).reshape(x.shape)
+
+
 def _cumsum64(x: tuple[Array, Array], b: int) -> tuple[Array, Array]:
     """Exact inclusive prefix sums along the last axis (``2**b`` entries, total below
     ``2**64``): cut into limbs of ``31 - b`` bits, whose int32 prefix sums cannot
-    overflow, summed by one ``cumsum`` and put back together with carries."""
+    overflow, summed at once (:func:`prefix_sums`) and put back together with carries."""
     width = 31 - b
     starts = range(0, 64, width)
     limbs = jnp.stack([_bits(x, s, min(width, 64 - s)).astype(jnp.int32) for s in starts])
-    sums = jnp.cumsum(limbs, axis=-1, dtype=jnp.int32).astype(jnp.uint32)
+    sums = prefix_sums(limbs).astype(jnp.uint32)
     out = (jnp.zeros_like(x[0]), jnp.zeros_like(x[1]))
     for k, s in enumerate(starts):
         out = _add64(out, _shift_up(sums[k], s))

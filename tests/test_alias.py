@@ -317,10 +317,14 @@ def _u64(pair):
     return (high << np.uint64(32)) | low
 
 
-@pytest.mark.parametrize("b", [2, 10, 20])
-def test_prefix_sums_are_exact(b):
+@pytest.mark.parametrize("block", [0, 4, 16, 32])
+@pytest.mark.parametrize("b", [2, 3, 4, 5, 10, 17, 20])
+def test_prefix_sums_are_exact(b, block, monkeypatch):
     """The limb prefix sums equal numpy's uint64 cumsum, at the largest values the
-    table can hold (a total just below 2**64)."""
+    table can hold (a total just below 2**64), by one ``cumsum`` (block 0) and by
+    blocked integer products of every depth (``PREFIX_SUM_BLOCK``: 4 to 32, one
+    level up to five)."""
+    monkeypatch.setitem(_tuning.PREFIX_SUM_BLOCK, _tuning.kind(), block)
     size = 2**b
     rng = np.random.default_rng(b)
     x = rng.integers(0, 2**64 // size, size=(2, size), dtype=np.uint64)
@@ -329,8 +333,28 @@ def test_prefix_sums_are_exact(b):
         jnp.asarray(x >> np.uint64(32), jnp.uint32),
         jnp.asarray(x & np.uint64(2**32 - 1), jnp.uint32),
     )
-    got = _u64(jax.jit(_alias._cumsum64, static_argnums=1)(pair, b))
+    got = _u64(jax.jit(lambda p: _alias._cumsum64(p, b))(pair))  # traced under this block
     assert np.array_equal(got, np.cumsum(x, axis=-1, dtype=np.uint64))
+
+
+@pytest.mark.parametrize("block", [2, 16, 32])
+@pytest.mark.parametrize("n", [1, 2, 16, 17, 48, 512, 4096])
+def test_int32_prefix_sums_at_the_largest_total(n, block, monkeypatch):
+    """``prefix_sums`` of non-negative int32 along the last axis, under a ``vmap``
+    too, equals numpy's cumsum where the total is ``2**31 - 1``: any block size,
+    lengths that are and are not multiples of it (those take one ``cumsum``)."""
+    monkeypatch.setitem(_tuning.PREFIX_SUM_BLOCK, _tuning.kind(), block)
+    rng = np.random.default_rng(n)
+    x = np.zeros((3, n), np.int64)
+    x[0] = rng.integers(0, 2**31 // n, size=n)
+    x[1] = (2**31 - 1) // n  # every entry as large as it may be
+    x[1, -1] += (2**31 - 1) - x[1].sum()
+    x[2, rng.integers(0, n)] = 2**31 - 1  # one entry carries the whole total
+    want = np.cumsum(x, axis=-1)
+    assert want.max() == 2**31 - 1
+    xs = jnp.asarray(x, jnp.int32)
+    assert np.array_equal(np.asarray(jax.jit(lambda v: _alias.prefix_sums(v))(xs)), want)
+    assert np.array_equal(np.asarray(jax.jit(jax.vmap(_alias.prefix_sums))(xs)), want)
 
 
 def test_fixed_point_is_within_two_units():

@@ -8,7 +8,8 @@
 # large-W2 rows (full mode, the GPU targets), where W2 spends its time
 # (``benchmarks/w2_probe.py``, with the leaves' block sums three ways), the block
 # sums by strided slices and the integer row maximum against ``reduce_window`` and
-# ``jnp.max`` (``tuning --quick --only block_sums --only int_max``: the GPU's rules
+# ``jnp.max``, and by a product with ones (``tuning --quick --only block_sums --only
+# int_max --only dot_block_sums``: ``DOT_BLOCK_SUMS`` is off there, unmeasured; the GPU's rules
 # in ``jaxdp/_tuning.py`` came from it, run 4 of
 # ``benchmarks/results/gpu-nvidia-h100-80gb-hbm3/``; this re-checks them), one row's
 # walk by slices against scalar gathers and one row's small alias table read by
@@ -60,12 +61,12 @@ step suite_gpu_targets 35 $PY -m benchmarks --backend gpu --no-progress --no-plo
   --out "$R/results-targets" \
   --only '^exponential_auto_(n1e1_s1e8|n1e3_s1e8|n1e5_s1e8|n1e3_b1e5|n1e5_b1e4)_f32$'
 step w2_probe 35 $PY benchmarks/w2_probe.py "$R"
-step block_sums 90 $PY -m benchmarks tuning --quick --only block_sums --only int_max \
-  --out "$R/results-block-sums"
+step block_sums 100 $PY -m benchmarks tuning --quick --only block_sums --only int_max \
+  --only dot_block_sums --out "$R/results-block-sums"
 step block_gather 60 $PY -m benchmarks tuning --quick --only block_gather \
   --only alias_select --only prefix_sums --out "$R/results-block-gather"
 # The tests last: each worker is its own process on the one GPU (no preallocation).
-XLA_PYTHON_CLIENT_PREALLOCATE=false step pytest 225 $PY -m pytest -q -p no:cacheprovider \
+XLA_PYTHON_CLIENT_PREALLOCATE=false step pytest 215 $PY -m pytest -q -p no:cacheprovider \
   -n 16 --durations=20 tests
 
 echo

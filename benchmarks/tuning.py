@@ -44,6 +44,11 @@ calling anything else than the public samplers. Rows:
   under the default layout rule, the alias table's exact prefix sums taken by
   blocked integer products against one ``cumsum`` (the same tables, so the same
   draws): where the products pay (``PREFIX_SUM_BLOCK``).
+* ``dot_block_sums_b<B>_n<n>_s<S>``: ``exponential`` (``S`` draws of each of ``B``
+  rows, the default layout rule), the leaves' block sums as a product with a
+  vector of ones against one ``reduce_window``, and the strided slices against
+  the product: which formulation pays where (``DOT_BLOCK_SUMS``, and
+  ``STRIDED_BLOCK_SUMS`` against its new alternative).
 * ``race_chunk_<c>_b<B>_n<n>_s<S>``: Laplace ``report_noisy_max`` (forced to the race) with
   ``RACE_CHUNK`` = ``c`` against the current value (``RACE_CHUNK``).
 * ``table_chunk_<c>_n<n>``: the permute-and-flip table with ``TABLE_CHUNK`` =
@@ -92,6 +97,7 @@ GRID = {
         "block_gather": [(1, 10**4, 10**4), (12, 10**4, 1024)],
         "alias_select": [(1, 10, 10**4), (1, 10, 10**6), (1, 32, 10**4), (256, 8, 1000)],
         "prefix_sums": [(1, 1000, 10**4), (1, 10**5, 10**4), (12, 1000, 2048)],
+        "dot_block_sums": [(1, 10**5, 10**4), (1000, 1000, 1), (10**4, 100, 1)],
         "race": [(1, 1000, 1 << 14), (1024, 1000, 1)],
         "chunks": (1 << 16, 1 << 20),
         "table_n": (512,),
@@ -254,6 +260,12 @@ GRID = {
         "prefix_sums": [(1, n, s) for n in (100, 1000, 10**4) for s in (10**4, 10**6)]
         + [(1, 10**5, 10**4), (1, 10**5, 10**6), (1, 10**6, 10**6)]
         + [(12, 1000, 2048), (256, 1000, 4096), (64, 100, 1000), (4, 10**4, 10**4)],
+        # (B, n, S): S draws of each of B rows, one call: one draw per row below and
+        # above the strided rule's 2**23 scores, partial last blocks, the hybrids
+        "dot_block_sums": [(b, 1000, 1) for b in (100, 1000, 10**4)]
+        + [(64, 4096, 1), (100, 10**4, 1), (10**4, 100, 1), (1000, 1001, 1), (1, 10**5, 1)]
+        + [(1, 10**6, 1), (1, 10**4, 10**4), (1, 10**5, 10**4), (1, 10**6, 10**4)]
+        + [(1, 10**5, 100), (12, 10**4, 1024), (4, 4096, 1000)],
         "race": [(1, 1000, 1 << 16), (1024, 1000, 1), (16, 100, 1 << 12)],
         "chunks": (1 << 14, 1 << 16, 1 << 20, 1 << 22),
         "table_n": (1000, 2048),
@@ -273,6 +285,7 @@ GPU_GRID = {
         # the descent takes these sizes on a GPU below 2**18 draws (ALIAS_MIN_DRAWS)
         "alias_select": [(1, 10, 1 << 20), (1, 32, 1 << 20), (64, 10, 1 << 18)],
         "prefix_sums": [(1, 1000, 1 << 20), (1, 10**5, 1 << 20), (64, 1000, 1 << 18)],
+        "dot_block_sums": [(10**4, 1000, 1), (1, 10**5, 1 << 20)],
         "race": [(1, 1000, 1 << 14), (1, 1000, 1 << 20), (1024, 1000, 1)],
         "chunks": (1 << 20, 1 << 24),
         "table_n": (512, 2048),
@@ -289,6 +302,8 @@ GPU_GRID = {
         + [(64, 10, 1 << 18), (16, 32, 1 << 20)],
         "prefix_sums": [(1, n, 1 << 20) for n in (1000, 10**4, 10**5, 10**6)]
         + [(64, 1000, 1 << 18), (256, 1000, 1 << 16)],
+        "dot_block_sums": [(10**4, 1000, 1), (1000, 1000, 1), (100, 10**4, 1), (1, 10**6, 1)]
+        + [(1, 10**5, 1 << 20), (1, 10**6, 1 << 20)],
         "race": [(1, 1000, 1 << 16), (1, 1000, 1 << 20), (1024, 1000, 1), (16, 100, 1 << 12)],
         "chunks": (1 << 20, 1 << 23, 1 << 25, 1 << 29),
         "table_n": (1000, 2048, 4096),
@@ -314,16 +329,19 @@ def _call(fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:
     return compiled_call(fn, args)[0]
 
 
-#: Seconds a pair of calls is timed for at least (up to 1,000 rounds): calls of a
-#: few hundred microseconds get hundreds of rounds, not ``repeats`` (eight rounds
-#: of a 0.3 ms call gave ratios from 0.91 to 1.07 between runs of one pair).
-MIN_TIME_S = 1.5
+#: Seconds a pair of calls is timed for at least (up to 1,000 rounds), by mode:
+#: calls of a few hundred microseconds get hundreds of rounds, not ``repeats``
+#: (eight rounds of a 0.3 ms call gave ratios from 0.91 to 1.07 between runs of
+#: one pair). :func:`run` sets the mode.
+MIN_TIME_S = {"quick": 0.5, "full": 1.5}
+_mode = "full"
 
 
 def _pair(a: Callable[[], Any], b: Callable[[], Any], repeats: int) -> dict[str, float]:
     """``a`` and ``b`` timed alternately: at least ``repeats`` rounds and
     :data:`MIN_TIME_S` seconds (within a 4 s budget)."""
-    ta, tb, ratios = time_interleaved(a, b, repeats=repeats, budget_s=4.0, min_time_s=MIN_TIME_S)
+    min_time_s = MIN_TIME_S[_mode]
+    ta, tb, ratios = time_interleaved(a, b, repeats=repeats, budget_s=4.0, min_time_s=min_time_s)
     return {
         "a_s": statistics.median(ta),
         "b_s": statistics.median(tb),
@@ -547,9 +565,11 @@ def _block_sums_row(
     repeats: int,
 ) -> dict[str, Any]:
     """One row of :func:`block_sums_rows`: ``fn(*args)`` with the strided block sums
-    forced on against the ``reduce_window`` forced on, timed and printed."""
+    forced on against the ``reduce_window`` forced on (``DOT_BLOCK_SUMS`` off in
+    both: :func:`dot_block_sums_rows` times the product), timed and printed."""
     strided = {"min_entries": 0, "min_n": 0}
-    t = _pair_values(_tuning.STRIDED_BLOCK_SUMS, strided, None, fn, args, repeats)
+    with override(_tuning.DOT_BLOCK_SUMS, False):
+        t = _pair_values(_tuning.STRIDED_BLOCK_SUMS, strided, None, fn, args, repeats)
     print(
         f"| {name} | {how} | strided {t['a_s'] * 1e3:.3g} ms | reduce_window "
         f"{t['b_s'] * 1e3:.3g} ms | strided/reduce_window {t['ratio']:.2f} |",
@@ -592,6 +612,54 @@ def block_sums_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
         args = (jax.random.split(jax.random.key(0), b), _scores(b, n))
         name = f"block_sums_vmap_b{b}_n{n}_float32"
         out.append(_block_sums_row(name, "vmap", b, n, 1, "float32", over_rows, args, repeats))
+    return out
+
+
+def dot_block_sums_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
+    """The leaves' block sums three ways, ``exponential`` (``S`` draws of each of ``B``
+    rows in one call, the default layout rule): the product with a vector of ones
+    (``DOT_BLOCK_SUMS``) against one ``reduce_window``, and the ``K`` strided
+    slices (``STRIDED_BLOCK_SUMS`` forced on) against the product; the rules'
+    choice beside them. The same sums up to the order of each block's additions."""
+    out = []
+    forced = {"min_entries": 0, "min_n": 0}
+    for b, n, s in grid["dot_block_sums"]:
+        x = _scores(b, n)
+        shape = (b,) if s == 1 else (s, b)
+        if b == 1:
+            x, shape = x[0], (s,)
+
+        def fn(k, x, shape=shape):
+            return jaxdp.exponential(k, x, epsilon=1.0, sensitivity=1.0, shape=shape)
+
+        args = (jax.random.key(0), x)
+        calls = {}
+        for name, strided, dot in (("dot", None, True), ("window", None, False),
+                                   ("strided", forced, True)):  # fmt: skip
+            with (
+                override(_tuning.STRIDED_BLOCK_SUMS, strided),
+                override(_tuning.DOT_BLOCK_SUMS, dot),
+            ):
+                calls[name] = _call(fn, *args)
+        dot_window = _pair(calls["dot"], calls["window"], repeats)
+        strided_dot = _pair(calls["strided"], calls["dot"], repeats)
+        how = _tuning.layout(n, s, num_rows=b)
+        default = "strided" if _tuning.strided_block_sums(b, n) else (
+            "dot" if _tuning.DOT_BLOCK_SUMS[_tuning.kind()] else "reduce_window")  # fmt: skip
+        name = f"dot_block_sums_b{b}_n{n}_s{s}"
+        out.append(
+            {"name": name, "constant": "DOT_BLOCK_SUMS", "b": b, "n": n, "s": s, "layout": how,
+             "dot_s": dot_window["a_s"], "reduce_window_s": dot_window["b_s"],
+             "dot_over_reduce_window": dot_window["ratio"], "strided_s": strided_dot["a_s"],
+             "strided_over_dot": strided_dot["ratio"], "default": default}
+        )  # fmt: skip
+        print(
+            f"| {name} | {how} | dot {dot_window['a_s'] * 1e3:.3g} ms | reduce_window "
+            f"{dot_window['b_s'] * 1e3:.3g} ms | strided {strided_dot['a_s'] * 1e3:.3g} ms "
+            f"| dot/reduce_window {dot_window['ratio']:.2f} | strided/dot "
+            f"{strided_dot['ratio']:.2f} | default {default} |",
+            flush=True,
+        )
     return out
 
 
@@ -846,6 +914,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             "block_gather",
             "alias_select",
             "prefix_sums",
+            "dot_block_sums",
             "race_chunk",
             "table_chunk",
             "costs",
@@ -864,7 +933,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Runs the sections, prints one line per row, writes ``tuning_<mode>.json``."""
-    mode = "quick" if args.quick else "full"
+    global _mode
+    mode = _mode = "quick" if args.quick else "full"
     grid = GRID[mode] if _tuning.kind() == "cpu" else {**GRID[mode], **GPU_GRID[mode]}
     repeats = 4 if args.quick else 8
     sections = {
@@ -878,6 +948,7 @@ def run(args: argparse.Namespace) -> int:
         "block_gather": block_gather_rows,
         "alias_select": alias_select_rows,
         "prefix_sums": prefix_sums_rows,
+        "dot_block_sums": dot_block_sums_rows,
         "race_chunk": race_chunk_rows,
         "table_chunk": table_chunk_rows,
         "costs": cost_rows,

@@ -203,13 +203,15 @@ def _leaf_block_sums(w_of: Callable[[slice], Array], n: int) -> Array:
     weights of columns ``cols``, with the weights fused into the pass that sums
     them, so that the ``(R, n)`` weights are never written to memory.
 
-    Two formulations of the same sums (each block's ``K`` non-negative terms
-    added in some order, within ``(K - 1) u`` of exact either way), chosen by
-    :func:`jaxdp._tuning.strided_block_sums` from the number of rows and ``n``:
-    one strided ``reduce_window`` (padding the last block inside the reduction),
-    or the ``K`` strided slices of the lanes added left to right (one elementwise
-    fusion over the blocks, which XLA:CPU vectorises and splits; it emits the
-    ``reduce_window`` as a loop of ``K`` per block). Under ``vmap`` the rows
+    Three formulations of the same sums (each block's ``K`` non-negative terms
+    added in some order, within ``(K - 1) u`` of exact in any order). Large
+    batches (:func:`jaxdp._tuning.strided_block_sums`, from the number of rows and
+    ``n``) add the ``K`` strided slices of the lanes left to right (one
+    elementwise fusion over the blocks, which XLA:CPU vectorises and splits).
+    Else, where :data:`jaxdp._tuning.DOT_BLOCK_SUMS` says so, the full blocks
+    are multiplied by a vector of ones (:func:`_dot_block_sums`); else one
+    strided ``reduce_window`` (padding the last block inside the reduction, which
+    XLA:CPU emits as a loop of ``K`` per block). Under ``vmap`` the rows
     counted are the batch's (:func:`_leaf_sums_for`), so a ``vmap`` over rows sums
     as the same rows in one call do.
     """
@@ -230,6 +232,8 @@ def _leaf_sums_for(num_rows: int) -> Callable[[Array], Array]:
         if _tuning.strided_block_sums(num_rows, n):
             return functools.reduce(jnp.add, [w[..., j::K] for j in range(K)])
         pad = -(-n // K) * K - n
+        if _tuning.DOT_BLOCK_SUMS[_tuning.kind()]:
+            return _dot_block_sums(w)
         dims = (1,) * (w.ndim - 1) + (K,)
         padding = [(0, 0)] * (w.ndim - 1) + [(0, pad)]
         return jax.lax.reduce_window(w, jnp.zeros((), w.dtype), jax.lax.add, dims, dims, padding)
@@ -240,6 +244,21 @@ def _leaf_sums_for(num_rows: int) -> Callable[[Array], Array]:
         return _leaf_sums_for(num_rows * axis_size if batched else num_rows)(w), batched
 
     return sums
+
+
+def _dot_block_sums(w: Array) -> Array:
+    """The blocks' sums of ``(..., n)`` weights as a product of the ``(..., n // K, K)``
+    full blocks with a vector of ones (``HIGHEST`` precision: float32 accumulation
+    wherever the product runs), the last partial block, if any, added lane by lane."""
+    n = w.shape[-1]
+    m = n - n % K
+    full = w[..., :m].reshape(w.shape[:-1] + (m // K, K))
+    ones = jnp.ones(K, w.dtype)
+    sums = jnp.einsum("...k,k->...", full, ones, precision=jax.lax.Precision.HIGHEST)
+    if m == n:
+        return sums
+    tail = functools.reduce(jnp.add, [w[..., j] for j in range(m, n)])
+    return jnp.concatenate([sums, tail[..., None]], axis=-1)
 
 
 def level_counts(n: int) -> list[int]:

@@ -368,6 +368,30 @@ STRIDED_BLOCK_SUMS = {
 }
 
 
+#: Whether the leaves' block sums that :data:`STRIDED_BLOCK_SUMS` does not take
+#: are a product of the full blocks with a vector of ones
+#: (:func:`jaxdp._descent._dot_block_sums`, float32 accumulation) rather than one
+#: strided ``reduce_window``: ``K`` non-negative terms added in some order either
+#: way, within the same bound, so the law and its guarantee do not depend on it
+#: (a draw whose uniform falls within the last bits of a block's sum may). CPU:
+#: ``python -m benchmarks tuning --only dot_block_sums`` (rows
+#: ``dot_block_sums_*`` in ``benchmarks/results/cpu-2core-amd-epyc/dot-block-sums/``,
+#: ``exponential`` with the product against the ``reduce_window``, under the
+#: default layout rule): 0.78-0.86 of the ``reduce_window``'s time at one draw per
+#: row below the strided rule (100 to 10**4 rows of 100 to 10**4, one row of 10**5
+#: and 10**6, partial last blocks), 0.85-0.96 for the hybrids (issue 11's C4 at
+#: n = 10**4 and 10**5: 0.96 and 0.93; 0.92-0.94 in side-by-side runs of 300
+#: rounds), 0.97-0.99 where the strided slices take the call or the table does.
+#: XLA:CPU hands the ``reduce_window`` to a YNNPACK fusion (77 us of C4's call at
+#: n = 10**5). Against the product, the strided slices took 0.46 at 10**4 rows of
+#: 1000 (their rule's sizes), 0.88-0.91 at 64 rows of 4096 and 100 of 10**4,
+#: 0.98-1.03 at the other single draws, and 1.19-1.57 in the hybrids, so
+#: :data:`STRIDED_BLOCK_SUMS` stays as it was. GPU: False (the ``reduce_window``,
+#: as in every GPU run so far) until measured there
+#: (``benchmarks/device_check.sh`` runs the section).
+DOT_BLOCK_SUMS = {"cpu": True, "gpu": False}
+
+
 def strided_block_sums(num_rows: int, n: int, platform: str | None = None) -> bool:
     """Whether ``num_rows`` rows of ``n`` outcomes sum their leaves' blocks by strided
     slices (:data:`STRIDED_BLOCK_SUMS`)."""

@@ -231,12 +231,12 @@ def test_tuning_sections_run_and_restore_the_tables(monkeypatch):
     from benchmarks import tuning
     from jaxdp import _tuning
 
-    monkeypatch.setattr(tuning, "MIN_TIME_S", 0.0)  # one round a pair
+    monkeypatch.setattr(tuning, "MIN_TIME_S", {"quick": 0.0, "full": 0.0})  # one round a pair
 
     tables = (_tuning.RACE_CHUNK, _tuning.ALIAS_MIN_DRAWS, _tuning.HYBRID,
               _tuning.STRIDED_BLOCK_SUMS, _tuning.STRIDED_INT_ROW_MAX,
               _tuning.BLOCK_GATHER_MAX_ROWS, _tuning.ALIAS_SELECT_MAX_LOG2,
-              _tuning.PREFIX_SUM_BLOCK)  # fmt: skip
+              _tuning.PREFIX_SUM_BLOCK, _tuning.DOT_BLOCK_SUMS)  # fmt: skip
     before = [dict(t) for t in tables]
     rule = _tuning.hybrid_depth
     grid = {"layout": [(1, 20, (1,))], "depth": [(1, 100, (20,))], "race": [(2, 10, 3)],
@@ -244,7 +244,8 @@ def test_tuning_sections_run_and_restore_the_tables(monkeypatch):
             "block_sums": [(2, 16, 1)], "block_sums_vmap": [(2, 16)],
             "int_max": [(2, 19)], "block_gather": [(1, 100, 20)],
             "alias_select": [(1, 10, 64), (3, 10, 64)],
-            "prefix_sums": [(1, 100, 512), (2, 100, 512)]}  # fmt: skip
+            "prefix_sums": [(1, 100, 512), (2, 100, 512)],
+            "dot_block_sums": [(2, 20, 1), (1, 100, 20)]}  # fmt: skip
     rows = tuning.layout_rows(grid, 1) + tuning.depth_rows(grid, 1)
     rows += tuning.race_chunk_rows(grid, 1) + tuning.table_chunk_rows(grid, 1)
     rows += tuning.band_rows(grid, 1) + tuning.block_sums_rows(grid, 1)
@@ -254,6 +255,12 @@ def test_tuning_sections_run_and_restore_the_tables(monkeypatch):
     how = _tuning.layout(10, 64)  # the alias table on the CPU, the descent on a GPU
     assert all(r["select_over_gather"] > 0 and r["layout"] == how for r in select)
     assert select[0]["select_by_default"] == (4 <= _tuning.ALIAS_SELECT_MAX_LOG2[_tuning.kind()])
+    dot = tuning.dot_block_sums_rows(grid, 1)
+    assert [r["name"] for r in dot] == ["dot_block_sums_b2_n20_s1", "dot_block_sums_b1_n100_s20"]
+    assert all(r["dot_over_reduce_window"] > 0 and r["strided_over_dot"] > 0 for r in dot)
+    assert dot[0]["default"] == (
+        "dot" if _tuning.DOT_BLOCK_SUMS[_tuning.kind()] else "reduce_window"
+    )
     sums = tuning.prefix_sums_rows(grid, 1)
     assert [r["name"] for r in sums] == ["prefix_sums_b1_n100_s512", "prefix_sums_vmap2_n100_s512"]
     assert all(r["dot_over_cumsum"] > 0 and r["layout"] == _tuning.layout(100, 512) for r in sums)

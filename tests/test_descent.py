@@ -484,17 +484,29 @@ def _within_block_bound(got, exact):
     return bool(np.all(np.abs(got - exact) <= bound * exact))
 
 
-@pytest.mark.parametrize(("rows", "n"), [(1, 4096), (3, 1000), (5, 1003), (64, 136), (2, 9)])
-@pytest.mark.parametrize("strided", [False, True])
-def test_block_sums_within_their_bound(monkeypatch, rows, n, strided):
-    """Both formulations of the leaves' block sums (the strided slices only where n
-    is a multiple of K) are within the bound the guarantee counts of the exact
-    sums, the dominant block and the one holding -inf included."""
+def _force_block_sums(monkeypatch, how):
+    """Force one formulation of the leaves' block sums on this backend: ``strided``
+    (where n is a multiple of K), ``dot`` or ``window`` (one ``reduce_window``)."""
     from jaxdp import _tuning
 
-    rule = {"min_entries": 0, "min_n": 0} if strided else None
-    monkeypatch.setitem(_tuning.STRIDED_BLOCK_SUMS, _tuning.kind(), rule)
+    strided = {"min_entries": 0, "min_n": 0} if how == "strided" else None
+    monkeypatch.setitem(_tuning.STRIDED_BLOCK_SUMS, _tuning.kind(), strided)
+    monkeypatch.setitem(_tuning.DOT_BLOCK_SUMS, _tuning.kind(), how == "dot")
     jax.clear_caches()
+
+
+@pytest.mark.parametrize(("rows", "n"), [(1, 4096), (3, 1000), (5, 1003), (64, 136), (2, 9),
+                                         (3, 15), (2, 5)])  # fmt: skip
+@pytest.mark.parametrize("how", ["window", "strided", "dot"])
+def test_block_sums_within_their_bound(monkeypatch, rows, n, how):
+    """Every formulation of the leaves' block sums (the strided slices only where n
+    is a multiple of K; the product with a partial last block added lane by lane,
+    and n < K) is within the bound the guarantee counts of the exact sums, the
+    dominant block and the one holding -inf included."""
+    from jaxdp import _tuning
+
+    _force_block_sums(monkeypatch, how)
+    strided = how == "strided"
     scores, row_max, scale = _block_case(rows, n)
     got = _block_sums(scores, row_max, scale)
     exact = _exact_block_sums(scores, row_max, scale)
@@ -504,7 +516,8 @@ def test_block_sums_within_their_bound(monkeypatch, rows, n, strided):
 
 
 def test_block_sums_check_catches_a_lost_lane(monkeypatch):
-    """The same check rejects strided sums that drop one lane of each block."""
+    """The same check rejects sums that drop one lane of each block, and the
+    product's sums with the partial last block's lanes dropped."""
     from jaxdp import _tuning
 
     monkeypatch.setitem(_tuning.STRIDED_BLOCK_SUMS, _tuning.kind(), None)
@@ -512,26 +525,34 @@ def test_block_sums_check_catches_a_lost_lane(monkeypatch):
     lanes = np.asarray(_descent.weights(scores, row_max, scale), np.float64).reshape(3, -1, 8)
     wrong = lanes[..., :-1].sum(-1)
     assert not _within_block_bound(wrong, _exact_block_sums(scores, row_max, scale))
+    scores, row_max, scale = _block_case(5, 1003)
+    w = _descent.weights(scores, row_max, scale)
+    cut = np.asarray(jax.jit(_descent._dot_block_sums)(w[:, :1000]), np.float64)
+    cut = np.concatenate([cut, np.zeros((5, 1))], axis=1)  # the last block's 3 lanes lost
+    exact = _exact_block_sums(scores, row_max, scale)
+    assert _within_block_bound(np.asarray(jax.jit(_descent._dot_block_sums)(w)), exact)
+    assert not _within_block_bound(cut, exact)
 
 
+@pytest.mark.parametrize("sums", ["strided", "dot", "window"])
 @pytest.mark.parametrize(("how", "depth"), [("descent", 0), ("hybrid", 1), ("hybrid", 2)])
-def test_law_with_strided_block_sums(monkeypatch, how, depth):
-    """Three rows of random scores (three laws), each drawn 100,000 times with the
-    strided block sums forced on, through the descent and the hybrids of depth 1
+def test_law_with_each_block_sums(monkeypatch, how, depth, sums):
+    """Three rows of random scores (three laws), each drawn 100,000 times with each
+    formulation of the block sums forced on (strided slices, the product with
+    ones, one ``reduce_window``), through the descent and the hybrids of depth 1
     and 2 (whose table is built over them), tested block by block (512 blocks:
     a block sum off by its own factor moves its block's share); 0.8 ε is
-    rejected. At the rule's own sizes the descent's law test at n = 10**7
+    rejected. At the strided rule's own sizes the descent's law test at n = 10**7
     (test_law_every_depth) takes them too."""
     from jaxdp import _tuning
 
-    monkeypatch.setitem(_tuning.STRIDED_BLOCK_SUMS, _tuning.kind(), {"min_entries": 0, "min_n": 0})
+    _force_block_sums(monkeypatch, sums)
     monkeypatch.setattr(_tuning, "layout", lambda *a, **k: how)
     monkeypatch.setattr(_tuning, "hybrid_depth", lambda *a, **k: depth)
-    jax.clear_caches()
     n, draws = 4096, 100_000
     rng = np.random.default_rng(4)
     rows = np.stack([rng.normal(size=n) * k for k in (1.5, 2.0, 2.5)]).astype(np.float32)
-    assert _tuning.strided_block_sums(3, n)
+    assert _tuning.strided_block_sums(3, n) == (sums == "strided")
     r = np.asarray(jaxdp.exponential(jax.random.key(9), rows, epsilon=1.0, sensitivity=1.0,
                                      shape=(draws, 3)))  # fmt: skip
     g = np.arange(n) // _descent.K

@@ -101,7 +101,7 @@ CASES = [(n, j) for n in SIZES for j in _depths(n)]
 
 def test_forcing_takes_the_deep_path(monkeypatch):
     """The forced depth reaches the kernel: its program builds an alias table (a
-    ``cumsum`` for the prefix sums, which the descent has not) and its draws
+    ``cummin`` for the next heavy column, which the descent has not) and its draws
     differ from the descent's on the same key."""
     n, draws = 4097, 1000
     scores = jnp.asarray(np.random.default_rng(0).normal(size=n), jnp.float32)
@@ -113,7 +113,7 @@ def test_forcing_takes_the_deep_path(monkeypatch):
         return str(jax.make_jaxpr(fn)(jax.random.key(0))), np.asarray(fn(jax.random.key(0)))
 
     (jaxpr0, r0), (jaxpr2, r2) = call(0), call(2)
-    assert "cumsum" in jaxpr2 and "cumsum" not in jaxpr0
+    assert "cummin" in jaxpr2 and "cummin" not in jaxpr0
     assert np.mean(r0 != r2) > 0.5
 
 

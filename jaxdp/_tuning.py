@@ -386,7 +386,10 @@ STRIDED_BLOCK_SUMS = {
 #: n = 10**5). Against the product, the strided slices took 0.46 at 10**4 rows of
 #: 1000 (their rule's sizes), 0.88-0.91 at 64 rows of 4096 and 100 of 10**4,
 #: 0.98-1.03 at the other single draws, and 1.19-1.57 in the hybrids, so
-#: :data:`STRIDED_BLOCK_SUMS` stays as it was. GPU: False (the ``reduce_window``,
+#: :data:`STRIDED_BLOCK_SUMS` stays as it was. A grid of 4 to 400 rows of 1024 to
+#: 10**5 outcomes, one draw each (``strided_vs_dot_rows.json`` in the same folder),
+#: gave 0.82-0.92 for the slices from 2**16 scores, 0.99-1.0 below: a lower bound
+#: for the descent alone (not the hybrids) would pay there; not yet a rule. GPU: False (the ``reduce_window``,
 #: as in every GPU run so far) until measured there
 #: (``benchmarks/device_check.sh`` runs the section).
 DOT_BLOCK_SUMS = {"cpu": True, "gpu": False}

@@ -578,7 +578,8 @@ def _block_sums_row(
     return {"name": name, "constant": "STRIDED_BLOCK_SUMS", "b": b, "n": n, "s": s,
             "dtype": dtype, "layout": how, "strided_s": t["a_s"], "reduce_window_s": t["b_s"],
             "strided_over_reduce_window": t["ratio"],
-            "strided_by_default": _tuning.strided_block_sums(b, n)}  # fmt: skip
+            "strided_by_default": _tuning.strided_block_sums(b, n, descent=how == "descent"),
+            }  # fmt: skip
 
 
 def block_sums_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
@@ -644,7 +645,7 @@ def dot_block_sums_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
         dot_window = _pair(calls["dot"], calls["window"], repeats)
         strided_dot = _pair(calls["strided"], calls["dot"], repeats)
         how = _tuning.layout(n, s, num_rows=b)
-        default = "strided" if _tuning.strided_block_sums(b, n) else (
+        default = "strided" if _tuning.strided_block_sums(b, n, descent=how == "descent") else (
             "dot" if _tuning.DOT_BLOCK_SUMS[_tuning.kind()] else "reduce_window")  # fmt: skip
         name = f"dot_block_sums_b{b}_n{n}_s{s}"
         out.append(

@@ -198,16 +198,17 @@ def num_levels(n: int) -> int:
     return len(level_sizes(n))
 
 
-def _leaf_block_sums(w_of: Callable[[slice], Array], n: int) -> Array:
+def _leaf_block_sums(w_of: Callable[[slice], Array], n: int, descent: bool = False) -> Array:
     """Float32 sums of the leaves' blocks of :data:`K`, ``w_of(cols)`` giving the
     weights of columns ``cols``, with the weights fused into the pass that sums
     them, so that the ``(R, n)`` weights are never written to memory.
 
     Three formulations of the same sums (each block's ``K`` non-negative terms
     added in some order, within ``(K - 1) u`` of exact in any order). Large
-    batches (:func:`jaxdp._tuning.strided_block_sums`, from the number of rows and
-    ``n``) add the ``K`` strided slices of the lanes left to right (one
-    elementwise fusion over the blocks, which XLA:CPU vectorises and splits).
+    batches (:func:`jaxdp._tuning.strided_block_sums`, from the number of rows,
+    ``n`` and whether the call takes the descent: ``descent``) add the ``K``
+    strided slices of the lanes left to right (one elementwise fusion over the
+    blocks, which XLA:CPU vectorises and splits).
     Else, where :data:`jaxdp._tuning.DOT_BLOCK_SUMS` says so, the full blocks
     are multiplied by a vector of ones (:func:`_dot_block_sums`); else one
     strided ``reduce_window`` (padding the last block inside the reduction, which
@@ -216,11 +217,11 @@ def _leaf_block_sums(w_of: Callable[[slice], Array], n: int) -> Array:
     as the same rows in one call do.
     """
     w = w_of(slice(0, n))
-    return _leaf_sums_for(math.prod(w.shape[:-1]))(w)
+    return _leaf_sums_for(math.prod(w.shape[:-1]), descent)(w)
 
 
 @functools.cache
-def _leaf_sums_for(num_rows: int) -> Callable[[Array], Array]:
+def _leaf_sums_for(num_rows: int, descent: bool = False) -> Callable[[Array], Array]:
     """The leaves' block sums of weights ``(..., n)`` making ``num_rows`` rows in all:
     a :func:`jax.custom_batching.custom_vmap` function whose batching rule
     multiplies ``num_rows`` by the batch's size, at every level of nested ``vmap``s
@@ -229,7 +230,7 @@ def _leaf_sums_for(num_rows: int) -> Callable[[Array], Array]:
     @jax.custom_batching.custom_vmap
     def sums(w: Array) -> Array:
         n = w.shape[-1]
-        if _tuning.strided_block_sums(num_rows, n):
+        if _tuning.strided_block_sums(num_rows, n, descent=descent):
             return functools.reduce(jnp.add, [w[..., j::K] for j in range(K)])
         pad = -(-n // K) * K - n
         if _tuning.DOT_BLOCK_SUMS[_tuning.kind()]:
@@ -241,7 +242,8 @@ def _leaf_sums_for(num_rows: int) -> Callable[[Array], Array]:
     @sums.def_vmap
     def _rule(axis_size: int, in_batched: list[bool], w: Array) -> tuple[Array, bool]:
         (batched,) = in_batched
-        return _leaf_sums_for(num_rows * axis_size if batched else num_rows)(w), batched
+        rows = num_rows * axis_size if batched else num_rows
+        return _leaf_sums_for(rows, descent)(w), batched
 
     return sums
 
@@ -589,7 +591,7 @@ def sample(key: PRNGKey, w: Array, num_draws: int) -> tuple[Array, Array]:
         def run(key: PRNGKey, w: Array) -> tuple[Array, Array]:
             if how == "alias":
                 return _alias.sample(key, w, num_draws)
-            blocks = _leaf_block_sums(lambda cols: w[..., cols], n)
+            blocks = _leaf_block_sums(lambda cols: w[..., cols], n, how == "descent")
             leaves = _pad_to(w, level_sizes(n)[0])
             return _sample_tree(key, leaves, blocks, n, num_draws, depth)
 
@@ -618,7 +620,9 @@ def sample_scores(
         def run(key: PRNGKey, scores: Array, row_max: Array, scale: Array):
             if how == "alias":
                 return _alias.sample(key, weights(scores, row_max, scale), num_draws)
-            blocks = _leaf_block_sums(lambda cols: weights(scores[:, cols], row_max, scale), n)
+            blocks = _leaf_block_sums(
+                lambda cols: weights(scores[:, cols], row_max, scale), n, how == "descent"
+            )
 
             def leaf_weights(block: Array, rows: Array) -> Array:
                 return weights(block, row_max[rows], scale[rows])

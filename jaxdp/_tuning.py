@@ -362,8 +362,23 @@ def hybrid_depth(n: int, num_draws: int, platform: str | None = None, num_rows: 
 #: ``block-sums/`` file). Read at trace time, not staged
 #: (:func:`staged`): a program lowered for the other kind gets the same sums,
 #: only not that kind's choice of formulation.
+#:
+#: ``descent`` (CPU): a second, lower bound for calls the descent takes (not the
+#: hybrids), at least ``min_rows`` rows of ``min_n`` outcomes and ``min_entries``
+#: scores in all. Against the product with ones that such calls take otherwise
+#: (:data:`DOT_BLOCK_SUMS`; ``python -m benchmarks tuning --only
+#: dot_block_sums``, ``benchmarks/results/cpu-2core-amd-epyc/dot-block-sums/``,
+#: one draw per row): 4 to 400 rows of 1024 to 10**5 outcomes from 2**16 scores
+#: took 0.82-0.92 with the slices (``strided_vs_dot_rows.json``; 0.88-0.91 at 64
+#: rows of 4096 and 100 of 10**4 in ``tuning_full.json``), 0.99-1.0 below 2**16;
+#: rows of 1000 (1.03 at 1000 rows, 0.98 at 100) and one row (1.01-1.02 at 10**5
+#: and 10**6) do not gain, and the hybrids lose (1.19-1.57).
 STRIDED_BLOCK_SUMS = {
-    "cpu": {"min_entries": 1 << 23, "min_n": 128},
+    "cpu": {
+        "min_entries": 1 << 23,
+        "min_n": 128,
+        "descent": {"min_entries": 1 << 16, "min_n": 1024, "min_rows": 4},
+    },
     "gpu": {"min_entries": 1 << 23, "min_n": 128},
 }
 
@@ -385,25 +400,31 @@ STRIDED_BLOCK_SUMS = {
 #: XLA:CPU hands the ``reduce_window`` to a YNNPACK fusion (77 us of C4's call at
 #: n = 10**5). Against the product, the strided slices took 0.46 at 10**4 rows of
 #: 1000 (their rule's sizes), 0.88-0.91 at 64 rows of 4096 and 100 of 10**4,
-#: 0.98-1.03 at the other single draws, and 1.19-1.57 in the hybrids, so
-#: :data:`STRIDED_BLOCK_SUMS` stays as it was. A grid of 4 to 400 rows of 1024 to
-#: 10**5 outcomes, one draw each (``strided_vs_dot_rows.json`` in the same folder),
-#: gave 0.82-0.92 for the slices from 2**16 scores, 0.99-1.0 below: a lower bound
-#: for the descent alone (not the hybrids) would pay there; not yet a rule. GPU: False (the ``reduce_window``,
-#: as in every GPU run so far) until measured there
+#: 0.98-1.03 at the other single draws, and 1.19-1.57 in the hybrids; at 4 to
+#: 400 rows of 1024 to 10**5 outcomes from 2**16 scores, one draw each, 0.82-0.92,
+#: which :data:`STRIDED_BLOCK_SUMS`'s ``descent`` bound now takes. GPU: False (the
+#: ``reduce_window``, as in every GPU run so far) until measured there
 #: (``benchmarks/device_check.sh`` runs the section).
 DOT_BLOCK_SUMS = {"cpu": True, "gpu": False}
 
 
-def strided_block_sums(num_rows: int, n: int, platform: str | None = None) -> bool:
+def strided_block_sums(
+    num_rows: int, n: int, platform: str | None = None, descent: bool = False
+) -> bool:
     """Whether ``num_rows`` rows of ``n`` outcomes sum their leaves' blocks by strided
-    slices (:data:`STRIDED_BLOCK_SUMS`)."""
+    slices (:data:`STRIDED_BLOCK_SUMS`; ``descent``: the call takes the descent,
+    whose own lower bound applies too)."""
     from ._descent import K  # at call time: _descent imports this module
 
     rule = STRIDED_BLOCK_SUMS[kind(platform)]
     if rule is None or n % K:
         return False
-    return n >= rule["min_n"] and num_rows * n >= rule["min_entries"]
+    if n >= rule["min_n"] and num_rows * n >= rule["min_entries"]:
+        return True
+    low = rule.get("descent") if descent else None
+    return bool(low) and (
+        n >= low["min_n"] and num_rows >= low["min_rows"] and num_rows * n >= low["min_entries"]
+    )
 
 
 #: Whether the row maximum of integer scores is taken as the elementwise maximum

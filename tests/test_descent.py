@@ -445,6 +445,15 @@ def test_strided_block_sums_rule():
         assert not rule(255, 32768, platform)  # 2**23 - 32768 scores
         assert not rule(2**17, 120, platform)  # rows shorter than 128
         assert not rule(10**4, 1001, platform)  # a partial last block
+        assert not rule(4, 2**14, platform)  # below 2**23 scores: not for the hybrids
+    # Calls the descent takes: on the CPU from 2**16 scores, 4 rows and 1024 outcomes.
+    assert rule(4, 2**14, "cpu", descent=True) and rule(64, 1024, "cpu", descent=True)
+    assert rule(400, 10**4, "cpu", descent=True) and rule(4, 10**5, "cpu", descent=True)
+    assert not rule(3, 2**15, "cpu", descent=True)  # fewer than 4 rows
+    assert not rule(32, 1024, "cpu", descent=True)  # 2**15 scores
+    assert not rule(1000, 1000, "cpu", descent=True)  # rows shorter than 1024
+    assert not rule(64, 1025, "cpu", descent=True)  # a partial last block
+    assert not rule(64, 4096, "cuda", descent=True)  # GPU: 2**23 scores whatever the layout
 
 
 def _block_sums(scores, row_max, scale):
@@ -570,7 +579,9 @@ def test_block_sums_count_the_batch_under_vmap(monkeypatch):
 
     seen = []
     rule = _tuning.strided_block_sums
-    monkeypatch.setattr(_tuning, "strided_block_sums", lambda r, n: seen.append(r) or rule(r, n))
+    monkeypatch.setattr(
+        _tuning, "strided_block_sums", lambda r, n, *a, **k: seen.append(r) or rule(r, n, *a, **k)
+    )
     monkeypatch.setitem(
         _tuning.STRIDED_BLOCK_SUMS, _tuning.kind(), {"min_entries": 30 * 64, "min_n": 0}
     )
@@ -597,7 +608,9 @@ def test_law_of_a_vmap_over_rows_with_strided_block_sums(monkeypatch):
     )
     seen = []
     rule = _tuning.strided_block_sums
-    monkeypatch.setattr(_tuning, "strided_block_sums", lambda r, m: seen.append(r) or rule(r, m))
+    monkeypatch.setattr(
+        _tuning, "strided_block_sums", lambda r, m, *a, **k: seen.append(r) or rule(r, m, *a, **k)
+    )
     monkeypatch.setattr(_tuning, "layout", lambda *a, **k: "descent")
     jax.clear_caches()
     rng = np.random.default_rng(5)

@@ -87,7 +87,9 @@ def test_law_test_catches_a_wrong_block_table(hybrid_everywhere, monkeypatch):
     n, eps = 4097, 2.0
     g, scores, probs = _grouped_law(n, eps)
     right = _descent._leaf_block_sums
-    monkeypatch.setattr(_descent, "_leaf_block_sums", lambda w_of, n: right(w_of, n) ** 1.02)
+    monkeypatch.setattr(
+        _descent, "_leaf_block_sums", lambda w_of, n, *a: right(w_of, n, *a) ** 1.02
+    )
     jax.clear_caches()
     r = jaxdp.exponential(jax.random.key(1), scores, epsilon=eps, sensitivity=1.0, shape=(10**6,))
     assert _pvalue(r, g, probs) < 1e-6

@@ -516,10 +516,11 @@ ALIAS_SELECT_MAX_LOG2 = {"cpu": 5, "gpu": -1}
 #: us alone, the products 25-50). ``python -m benchmarks tuning --only
 #: prefix_sums`` (rows ``prefix_sums_*`` in ``benchmarks/results/
 #: cpu-2core-amd-epyc/prefix-sums/``, ``exponential`` with the products against
-#: the ``cumsum``): 0.87 at one row of 1000 drawn 10**4 times (issue 11's C4;
-#: 0.89-0.92 in four more side-by-side runs of 300 rounds), 0.93-0.96 at the
-#: tables of 2**17 columns and under a ``vmap`` over 64 and 256 rows, 0.98-1.02
-#: elsewhere (tables of 128 to 2**14 columns, the hybrids). Blocks of 16 beat 8,
+#: the ``cumsum``; two runs, ``tuning_full.json`` and ``tuning_full_run2.json``):
+#: 0.87 and 0.94 at one row of 1000 drawn 10**4 times (issue 11's C4; 0.89-0.92
+#: in four more side-by-side runs of 300 rounds), 0.93 at the tables of 2**17
+#: columns, 0.93-1.02 under a ``vmap`` over 64 and 256 rows, 0.98-1.02 elsewhere
+#: (tables of 128 to 2**14 columns, the hybrids). Blocks of 16 beat 8,
 #: 32, 64 and 128 on the sums alone (42 against 45-96 us at 1024 entries, 0.72
 #: against 0.74-2.8 ms at 2**17): a product costs ``k`` multiply-adds an entry.
 #: GPU: 0 (XLA:GPU rewrites a long ``reduce_window`` scan into a tree, and an

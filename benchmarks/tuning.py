@@ -645,8 +645,7 @@ def dot_block_sums_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
         dot_window = _pair(calls["dot"], calls["window"], repeats)
         strided_dot = _pair(calls["strided"], calls["dot"], repeats)
         how = _tuning.layout(n, s, num_rows=b)
-        default = "strided" if _tuning.strided_block_sums(b, n, descent=how == "descent") else (
-            "dot" if _tuning.DOT_BLOCK_SUMS[_tuning.kind()] else "reduce_window")  # fmt: skip
+        default = _tuning.block_sums_by(b, n, descent=how == "descent")
         name = f"dot_block_sums_b{b}_n{n}_s{s}"
         out.append(
             {"name": name, "constant": "DOT_BLOCK_SUMS", "b": b, "n": n, "s": s, "layout": how,
@@ -720,6 +719,19 @@ def block_gather_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
     return out
 
 
+def _one_row_or_vmap(b: int, n: int, s: int) -> tuple[Callable[..., Any], tuple]:
+    """``(fn, args)``: ``exponential`` drawing ``s`` times from one row of ``n`` scores
+    (``b = 1``), or under a ``jax.vmap`` over ``b`` such rows and their keys."""
+    x = _scores(b, n)
+
+    def one(k, row):
+        return jaxdp.exponential(k, row, epsilon=1.0, sensitivity=1.0, shape=(s,))
+
+    if b == 1:
+        return one, (jax.random.key(0), x[0])
+    return jax.vmap(one), (jax.random.split(jax.random.key(0), b), x)
+
+
 def alias_select_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
     """``exponential`` drawing ``S`` times from one row (``B = 1``) or under a
     ``jax.vmap`` over ``B`` rows and keys, with the alias table read by selects
@@ -729,14 +741,7 @@ def alias_select_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
     for b, n, s in grid["alias_select"]:
         how = _tuning.layout(n, s)
         log2 = _alias.log2_columns(n)
-        x = _scores(b, n)
-
-        def one(k, row, s=s):
-            return jaxdp.exponential(k, row, epsilon=1.0, sensitivity=1.0, shape=(s,))
-
-        fn, args = (one, (jax.random.key(0), x[0]))
-        if b > 1:
-            fn, args = jax.vmap(one), (jax.random.split(jax.random.key(0), b), x)
+        fn, args = _one_row_or_vmap(b, n, s)
         t = _pair_values(_tuning.ALIAS_SELECT_MAX_LOG2, 63, -1, fn, args, repeats)
         name = f"alias_select_{'b1' if b == 1 else f'vmap{b}'}_n{n}_s{s}"
         out.append(
@@ -764,14 +769,7 @@ def prefix_sums_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
     out = []
     for b, n, s in grid["prefix_sums"]:
         how = _tuning.layout(n, s)
-        x = _scores(b, n)
-
-        def one(k, row, s=s):
-            return jaxdp.exponential(k, row, epsilon=1.0, sensitivity=1.0, shape=(s,))
-
-        fn, args = (one, (jax.random.key(0), x[0]))
-        if b > 1:
-            fn, args = jax.vmap(one), (jax.random.split(jax.random.key(0), b), x)
+        fn, args = _one_row_or_vmap(b, n, s)
         name = f"prefix_sums_{'b1' if b == 1 else f'vmap{b}'}_n{n}_s{s}"
         try:
             t = _pair_values(_tuning.PREFIX_SUM_BLOCK, 16, 0, fn, args, repeats)

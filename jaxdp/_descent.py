@@ -230,11 +230,12 @@ def _leaf_sums_for(num_rows: int, descent: bool = False) -> Callable[[Array], Ar
     @jax.custom_batching.custom_vmap
     def sums(w: Array) -> Array:
         n = w.shape[-1]
-        if _tuning.strided_block_sums(num_rows, n, descent=descent):
+        how = _tuning.block_sums_by(num_rows, n, descent=descent)
+        if how == "strided":
             return functools.reduce(jnp.add, [w[..., j::K] for j in range(K)])
-        pad = -(-n // K) * K - n
-        if _tuning.DOT_BLOCK_SUMS[_tuning.kind()]:
+        if how == "dot":
             return _dot_block_sums(w)
+        pad = -(-n // K) * K - n
         dims = (1,) * (w.ndim - 1) + (K,)
         padding = [(0, 0)] * (w.ndim - 1) + [(0, pad)]
         return jax.lax.reduce_window(w, jnp.zeros((), w.dtype), jax.lax.add, dims, dims, padding)

@@ -427,6 +427,15 @@ def strided_block_sums(
     )
 
 
+def block_sums_by(num_rows: int, n: int, platform: str | None = None, descent: bool = False) -> str:
+    """How the leaves' block sums of ``num_rows`` rows of ``n`` are taken:
+    ``"strided"`` (:func:`strided_block_sums`), else ``"dot"`` where
+    :data:`DOT_BLOCK_SUMS` says so, else ``"reduce_window"``."""
+    if strided_block_sums(num_rows, n, platform, descent):
+        return "strided"
+    return "dot" if DOT_BLOCK_SUMS[kind(platform)] else "reduce_window"
+
+
 #: Whether the row maximum of integer scores is taken as the elementwise maximum
 #: of 8 strided slices, then a maximum over the row (:func:`jaxdp._logits.row_max`),
 #: rather than by one ``jnp.max``: the same value. XLA:CPU hands a float

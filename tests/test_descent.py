@@ -454,6 +454,10 @@ def test_strided_block_sums_rule():
     assert not rule(1000, 1000, "cpu", descent=True)  # rows shorter than 1024
     assert not rule(64, 1025, "cpu", descent=True)  # a partial last block
     assert not rule(64, 4096, "cuda", descent=True)  # GPU: 2**23 scores whatever the layout
+    by = _tuning.block_sums_by  # the formulation each takes
+    assert by(10**4, 1000, "cpu") == by(10**4, 1000, "cuda") == "strided"
+    assert by(64, 4096, "cpu", descent=True) == "strided" and by(64, 4096, "cpu") == "dot"
+    assert by(1, 10**5, "cpu") == "dot" and by(1, 10**5, "cuda") == "reduce_window"
 
 
 def _block_sums(scores, row_max, scale):

@@ -369,9 +369,9 @@ def _scores(b: int, n: int) -> jax.Array:
 #: categorical kernel (:func:`jaxdp._tuning.layout`) for every size.
 NO_HYBRID = {"min_n": 0, "bands": ()}
 FORCE = {
-    "descent": ((_tuning.ALIAS_MIN_DRAWS, 1 << 62), (_tuning.HYBRID, NO_HYBRID)),
+    "descent": ((_tuning.ALIAS_MIN_DRAWS, ((1, 1 << 62),)), (_tuning.HYBRID, NO_HYBRID)),
     "alias": (
-        (_tuning.ALIAS_MIN_DRAWS, 1),
+        (_tuning.ALIAS_MIN_DRAWS, ((1, 1),)),
         (_tuning.ALIAS_DRAWS_PER_COLUMN, ((1, 0.0),)),
         (_tuning.HYBRID, NO_HYBRID),
     ),
@@ -640,6 +640,7 @@ def dot_block_sums_rows(grid: dict, repeats: int) -> list[dict[str, Any]]:
             with (
                 override(_tuning.STRIDED_BLOCK_SUMS, strided),
                 override(_tuning.DOT_BLOCK_SUMS, dot),
+                override(_tuning.DOT_PARTIAL_ONE_ROW_MIN_N, 0),  # the product wherever dot
             ):
                 calls[name] = _call(fn, *args)
         dot_window = _pair(calls["dot"], calls["window"], repeats)

@@ -168,7 +168,22 @@ ALIAS_DRAWS_PER_COLUMN = {
 }
 
 #: Fewest draws per row for which the alias table is considered at all (below
-#: it the descent's few levels are cheaper than any table). CPU: 8. GPU: 2**18.
+#: it the descent's few levels are cheaper than any table), as ``(rows, draws)``
+#: entries read like :data:`ALIAS_DRAWS_PER_COLUMN`'s. CPU: 128 for one row (a
+#: ``vmap`` over rows traces one), 8 for several. One row of 10 to 1000
+#: outcomes drawn 32 to 128 times took the descent in 0.37-0.94 of the table's
+#: time (``benchmarks/results/cpu-2core-amd-epyc/layout-one-row/
+#: descent_vs_alias.txt``; 0.25-0.33 at 32 outcomes in a full run of ``tuning
+#: --only layout`` before, ``layout-one-row/tuning_full_before.json``), where the
+#: rule of 8 draws and a quarter per column gave those calls the table; from 192
+#: to 256 draws the table wins above 100 outcomes (1.1-1.6), and a ``vmap`` over
+#: 1024 rows of 32 drawn 128 times was 1.49 times slower by the descent, so the
+#: table keeps 128 draws and more. Side by side with the rule before (with
+#: :data:`DOT_PARTIAL_ONE_ROW_MIN_N`): 0.41-0.81 of its time on one row of 10 to
+#: 1003 drawn 16 to 120 times, 1.00 where neither rule changes the call,
+#: 0.30-0.87 under ``vmap``s over 64 to 1024 rows of 32 to 256 drawn 64 times,
+#: and 1.15 (a loss) under a ``vmap`` over 4096 rows of 10 drawn 32 times
+#: (``layout-one-row/rules_side_by_side.txt``). GPU: 2**18.
 #: On an H100 a call is bound by its kernel launches: the descent took 0.20-0.34
 #: ms for up to 10**4 draws per row (``layout_*`` and ``depth_*`` rows in
 #: ``benchmarks/results/gpu-nvidia-h100-80gb-hbm3/tuning_quick.json``) and about
@@ -179,7 +194,7 @@ ALIAS_DRAWS_PER_COLUMN = {
 #: at n = 1000 and 5e5 at n = 10**5: an estimate from those rows, not yet timed at
 #: the crossover itself. Above 2**18 outcomes the GPU, like the CPU's many rows,
 #: also asks one draw per column.
-ALIAS_MIN_DRAWS = {"cpu": 8, "gpu": 1 << 18}
+ALIAS_MIN_DRAWS = {"cpu": ((1, 128), (2, 8)), "gpu": ((1, 1 << 18),)}
 
 
 def use_alias(n: int, num_draws: int, platform: str | None = None, num_rows: int = 1) -> bool:
@@ -194,7 +209,8 @@ def use_alias(n: int, num_draws: int, platform: str | None = None, num_rows: int
     if b > _alias.MAX_LOG2_COLUMNS:
         return False
     per_column = [c for rows, c in ALIAS_DRAWS_PER_COLUMN[k] if num_rows >= rows][-1]
-    return num_draws >= max(ALIAS_MIN_DRAWS[k], per_column * 2**b)
+    fewest = [m for rows, m in ALIAS_MIN_DRAWS[k] if num_rows >= rows][-1]
+    return num_draws >= max(fewest, per_column * 2**b)
 
 
 #: The hybrid layout (an alias table over the descent's leaf blocks of ``K``, then
@@ -407,6 +423,19 @@ STRIDED_BLOCK_SUMS = {
 #: (``benchmarks/device_check.sh`` runs the section).
 DOT_BLOCK_SUMS = {"cpu": True, "gpu": False}
 
+#: One row of fewer outcomes than this, with a partial last block, takes the
+#: ``reduce_window`` even where :data:`DOT_BLOCK_SUMS` holds: the product adds
+#: its partial block lane by lane, a second branch beside the product, which
+#: XLA:CPU's thunk executor runs concurrently, and on a 2-core VM the other
+#: thread's wake-up cost more than the sums. CPU (2-core AMD EPYC, 2026-11-28,
+#: ``benchmarks/results/cpu-2core-amd-epyc/layout-one-row/dot_partial.txt``, the
+#: ``reduce_window`` against the product, 300 alternated rounds): 0.41-0.59 at
+#: n = 20, 50, 100, 500 and 1003 drawn 64 or 120 times, 1.00-1.03 drawn once and
+#: at n = 10; before, the same pair took 1.28 at 10**4 + 3 (the hybrid) and
+#: 1.5-1.7 at 10**5 + 3 and 10**6 + 3, which keep the product. GPU: no effect
+#: (:data:`DOT_BLOCK_SUMS` is off there).
+DOT_PARTIAL_ONE_ROW_MIN_N = {"cpu": 1024, "gpu": 0}
+
 
 def strided_block_sums(
     num_rows: int, n: int, platform: str | None = None, descent: bool = False
@@ -433,7 +462,13 @@ def block_sums_by(num_rows: int, n: int, platform: str | None = None, descent: b
     :data:`DOT_BLOCK_SUMS` says so, else ``"reduce_window"``."""
     if strided_block_sums(num_rows, n, platform, descent):
         return "strided"
-    return "dot" if DOT_BLOCK_SUMS[kind(platform)] else "reduce_window"
+    k = kind(platform)
+    if not DOT_BLOCK_SUMS[k]:
+        return "reduce_window"
+    partial = n % 8 != 0  # a partial last block of jaxdp._descent.K = 8 lanes
+    if num_rows == 1 and partial and n < DOT_PARTIAL_ONE_ROW_MIN_N[k]:
+        return "reduce_window"
+    return "dot"
 
 
 #: Whether the row maximum of integer scores is taken as the elementwise maximum

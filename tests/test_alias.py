@@ -281,8 +281,10 @@ def test_dispatch_enumerates_every_layout():
     assert layout(999, 2048, num_rows=8) == "alias"
     assert layout(999, 2047, num_rows=8) == "descent"
     assert layout(999, 1024) == "alias"  # below 1000 outcomes the table takes it
-    assert layout(100, 32) == "alias"  # one row: from a quarter draw per column
-    assert layout(100, 31) == "descent"
+    assert layout(100, 127) == "descent"  # one row: from 128 draws (ALIAS_MIN_DRAWS)
+    assert layout(100, 128) == "alias"
+    assert layout(600, 255) == "descent"  # and a quarter draw per column
+    assert layout(600, 256) == "alias"
     assert layout(10**5, 10**4) == "hybrid"  # C4 at n = 10**5: a deeper hybrid (depth 2)
     assert _tuning.hybrid_depth(10**5, 10**4) == 2
     assert layout(10**5, 999) == "descent"  # too few draws for any table to pay
@@ -299,14 +301,16 @@ def test_dispatch_enumerates_every_layout():
     assert _tuning.use_alias(10**6, 2**20)
     assert not _tuning.use_alias(10**6, 2**18 - 1)
     assert not _tuning.use_alias(2**20 + 1, 10**8)
-    assert not _tuning.use_alias(2, 7)  # fewer than ALIAS_MIN_DRAWS
-    assert _tuning.use_alias(2, 8)
+    assert not _tuning.use_alias(2, 127)  # fewer than ALIAS_MIN_DRAWS (one row)
+    assert _tuning.use_alias(2, 128)
+    assert not _tuning.use_alias(2, 7, num_rows=2)  # several rows: from 8 draws
+    assert _tuning.use_alias(2, 8, num_rows=2)
     # Every size of the descent's law tests (tests/test_descent.py) with one draw
     # takes the descent; the alias sizes above take the table.
     from test_descent import SIZES
 
     assert all(layout(n, 1) == "descent" for n in SIZES)
-    assert all(layout(n, 8 * max(n, 4)) == "alias" for n in ALIAS_SIZES)
+    assert all(layout(n, max(8 * max(n, 4), 128)) == "alias" for n in ALIAS_SIZES)
 
 
 # ----------------------------------------------------------------------------- fixed point

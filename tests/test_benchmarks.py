@@ -236,7 +236,8 @@ def test_tuning_sections_run_and_restore_the_tables(monkeypatch):
     tables = (_tuning.RACE_CHUNK, _tuning.ALIAS_MIN_DRAWS, _tuning.HYBRID,
               _tuning.STRIDED_BLOCK_SUMS, _tuning.STRIDED_INT_ROW_MAX,
               _tuning.BLOCK_GATHER_MAX_ROWS, _tuning.ALIAS_SELECT_MAX_LOG2,
-              _tuning.PREFIX_SUM_BLOCK, _tuning.DOT_BLOCK_SUMS)  # fmt: skip
+              _tuning.PREFIX_SUM_BLOCK, _tuning.DOT_BLOCK_SUMS,
+              _tuning.DOT_PARTIAL_ONE_ROW_MIN_N)  # fmt: skip
     before = [dict(t) for t in tables]
     rule = _tuning.hybrid_depth
     grid = {"layout": [(1, 20, (1,))], "depth": [(1, 100, (20,))], "race": [(2, 10, 3)],

@@ -458,6 +458,9 @@ def test_strided_block_sums_rule():
     assert by(10**4, 1000, "cpu") == by(10**4, 1000, "cuda") == "strided"
     assert by(64, 4096, "cpu", descent=True) == "strided" and by(64, 4096, "cpu") == "dot"
     assert by(1, 10**5, "cpu") == "dot" and by(1, 10**5, "cuda") == "reduce_window"
+    # One row below 1024 outcomes with a partial last block: the reduce_window.
+    assert by(1, 100, "cpu") == by(1, 1003, "cpu") == "reduce_window"
+    assert by(1, 104, "cpu") == by(1, 1027, "cpu") == by(2, 100, "cpu") == "dot"
 
 
 def _block_sums(scores, row_max, scale):

@@ -183,7 +183,11 @@ ALIAS_DRAWS_PER_COLUMN = {
 #: 1003 drawn 16 to 120 times, 1.00 where neither rule changes the call,
 #: 0.30-0.87 under ``vmap``s over 64 to 1024 rows of 32 to 256 drawn 64 times,
 #: and 1.15 (a loss) under a ``vmap`` over 4096 rows of 10 drawn 32 times
-#: (``layout-one-row/rules_side_by_side.txt``). GPU: 2**18.
+#: (``layout-one-row/rules_side_by_side.txt``). The full ``--only layout`` grid
+#: after the change, with one-row cells of 10 to 1003 outcomes added
+#: (``layout-one-row/tuning_full.json``): below 128 draws the descent was the
+#: fastest layout in every one-row cell; at 128 it took 0.65-0.89 of the table's
+#: time, and at 256 the table took 0.61-0.83 of the descent's. GPU: 2**18.
 #: On an H100 a call is bound by its kernel launches: the descent took 0.20-0.34
 #: ms for up to 10**4 draws per row (``layout_*`` and ``depth_*`` rows in
 #: ``benchmarks/results/gpu-nvidia-h100-80gb-hbm3/tuning_quick.json``) and about

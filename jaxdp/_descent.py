@@ -436,6 +436,8 @@ def descend(
             inside = col < hi.shape[-1]
             block = _alias.take_rows(hi, row, jnp.where(inside, col, 0), clip=False)
             block_h = jnp.where(inside, leaf_weights(block, rows), 0)
+            if levels == 1 and hi.shape[-1] % K:  # see _lone_level_weights
+                block_h = _lone_level_weights(num_rows)(block_h)
             return block_h, jnp.zeros_like(block_h)
         block_h = _alias.take_rows(hi, row, col, clip=False)
         if level == 0:  # the leaves' low parts are exactly 0: not a loop operand
@@ -481,6 +483,41 @@ def descend(
         # ``(num_draws, R)`` result, the short minor axis again.
         node = _own_buffer_on_cpu(node)
     return node.reshape(num_draws, num_rows)
+
+
+@functools.cache
+def _lone_level_weights(num_rows: int) -> Callable[[Array], Array]:
+    """The lane weights of a walk of one level (the depth-1 hybrid) over rows whose
+    last block is partial, for ``num_rows`` rows in all: for one row, computed once
+    into a buffer of their own on CPU; else returned as they are. Unmaterialised,
+    XLA:CPU fused the lanes (their gather, the check against the row's end and
+    their weights) into the consumers of the draws and recomputed them there
+    (it folds the check away when the row is a multiple of :data:`K`, and the
+    recomputation with it). The same values either way, so the same draws. CPU
+    (2-core AMD EPYC, ``benchmarks/results/cpu-2core-amd-epyc/layout-one-row/
+    lone_level.txt``): 0.48-0.75 of the time for one row of 1003, 1500 and 2047
+    outcomes drawn 512 to 4000 times, 0.99-1.01 where nothing changes. Several
+    rows, and ``vmap``s over rows (1.30-1.32 when they materialised too), keep
+    the fused lanes: a :func:`jax.custom_batching.custom_vmap` counts the
+    batch's rows (0.99-1.01 under ``vmap``s over 4 and 12 rows)."""
+
+    @jax.custom_batching.custom_vmap
+    def lone(w: Array) -> Array:
+        if num_rows != 1:
+            return w
+
+        def materialise(w: Array) -> Array:
+            return _alias._materialise_floats(w)[0]
+
+        return jax.lax.platform_dependent(w, cpu=materialise, default=lambda w: w)
+
+    @lone.def_vmap
+    def _rule(axis_size: int, in_batched: list[bool], w: Array) -> tuple[Array, bool]:
+        (batched,) = in_batched
+        rows = num_rows * axis_size if batched else num_rows
+        return _lone_level_weights(rows)(w), batched
+
+    return lone
 
 
 def _own_buffer_on_cpu(x: Array) -> Array:

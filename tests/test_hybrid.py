@@ -332,6 +332,32 @@ def test_epsilon_grid_under_vmap_takes_the_hybrid():
         assert _pvalue(r[:, i], g, other) < 1e-6
 
 
+def test_lone_level_weights_same_draws_alone_and_under_vmap(monkeypatch):
+    """The depth-1 hybrid over one row with a partial last block materialises its
+    lanes' weights (``_descent._lone_level_weights``), rows under ``vmap`` do not:
+    the draws equal those with the lanes left fused, one row at a time, and a
+    ``vmap`` over rows equals its rows drawn one by one with the same keys."""
+    n, draws = 1003, 1024
+    assert _tuning.layout(n, draws) == "hybrid" and _tuning.hybrid_depth(n, draws) == 1
+    rng = np.random.default_rng(11)
+    rows = jnp.asarray(rng.normal(size=(3, n)) * 3.0, jnp.float32)
+    keys = jax.random.split(jax.random.key(12), 3)
+
+    def one(k, row):
+        return jaxdp.exponential(k, row, epsilon=1.0, sensitivity=1.0, shape=(draws,))
+
+    alone = [np.asarray(jax.jit(one)(keys[i], rows[i])) for i in range(3)]
+    batched = np.asarray(jax.jit(jax.vmap(one))(keys, rows))
+    for i in range(3):
+        np.testing.assert_array_equal(batched[i], alone[i])
+    monkeypatch.setattr(_descent, "_lone_level_weights", lambda num_rows: lambda w: w)
+    jax.clear_caches()
+    fused = [np.asarray(jax.jit(one)(keys[i], rows[i])) for i in range(3)]
+    jax.clear_caches()
+    for i in range(3):
+        np.testing.assert_array_equal(fused[i], alone[i])
+
+
 def check_invalid_rows(n, inf_at):
     """A row with one positive weight (the last, in a partial last node) always
     draws it; rows with a NaN, an infinite weight (at ``inf_at``) or no positive

@@ -64,6 +64,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -231,32 +232,47 @@ def _leaf_block_sums(w_of: Callable[[slice], Array], n: int, descent: bool = Fal
 
 
 @functools.cache
-def _leaf_sums_for(num_rows: int, descent: bool = False) -> Callable[[Array], Array]:
-    """The leaves' block sums of weights ``(..., n)`` making ``num_rows`` rows in all:
+def _counting_rows(
+    body: Callable[..., Array], num_rows: int, *args: Any
+) -> Callable[[Array], Array]:
+    """``x -> body(x, num_rows, *args)`` for ``x`` making ``num_rows`` rows in all, as
     a :func:`jax.custom_batching.custom_vmap` function whose batching rule
-    multiplies ``num_rows`` by the batch's size, at every level of nested ``vmap``s
-    (its inputs carry no gradient: the kernels stop it first)."""
+    multiplies ``num_rows`` by the batch's size, at every level of nested ``vmap``s,
+    so that a ``vmap`` over rows is treated as the same rows in one call (its
+    inputs carry no gradient: the kernels stop it first)."""
 
     @jax.custom_batching.custom_vmap
-    def sums(w: Array) -> Array:
-        n = w.shape[-1]
-        how = _tuning.block_sums_by(num_rows, n, descent=descent)
-        if how == "strided":
-            return functools.reduce(jnp.add, [w[..., j::K] for j in range(K)])
-        if how == "dot":
-            return _dot_block_sums(w)
-        pad = -(-n // K) * K - n
-        dims = (1,) * (w.ndim - 1) + (K,)
-        padding = [(0, 0)] * (w.ndim - 1) + [(0, pad)]
-        return jax.lax.reduce_window(w, jnp.zeros((), w.dtype), jax.lax.add, dims, dims, padding)
+    def fn(x: Array) -> Array:
+        return body(x, num_rows, *args)
 
-    @sums.def_vmap
-    def _rule(axis_size: int, in_batched: list[bool], w: Array) -> tuple[Array, bool]:
+    @fn.def_vmap
+    def _rule(axis_size: int, in_batched: list[bool], x: Array) -> tuple[Array, bool]:
         (batched,) = in_batched
         rows = num_rows * axis_size if batched else num_rows
-        return _leaf_sums_for(rows, descent)(w), batched
+        return _counting_rows(body, rows, *args)(x), batched
 
-    return sums
+    return fn
+
+
+def _block_sums_of(w: Array, num_rows: int, descent: bool) -> Array:
+    """The leaves' block sums of weights ``(..., n)`` making ``num_rows`` rows in all,
+    by the formulation :func:`jaxdp._tuning.block_sums_by` picks."""
+    n = w.shape[-1]
+    how = _tuning.block_sums_by(num_rows, n, descent=descent)
+    if how == "strided":
+        return functools.reduce(jnp.add, [w[..., j::K] for j in range(K)])
+    if how == "dot":
+        return _dot_block_sums(w)
+    pad = -(-n // K) * K - n
+    dims = (1,) * (w.ndim - 1) + (K,)
+    padding = [(0, 0)] * (w.ndim - 1) + [(0, pad)]
+    return jax.lax.reduce_window(w, jnp.zeros((), w.dtype), jax.lax.add, dims, dims, padding)
+
+
+def _leaf_sums_for(num_rows: int, descent: bool = False) -> Callable[[Array], Array]:
+    """The leaves' block sums of weights ``(..., n)`` making ``num_rows`` rows in all
+    (:func:`_block_sums_of`), a ``vmap`` counting its batch's rows (:func:`_counting_rows`)."""
+    return _counting_rows(_block_sums_of, num_rows, descent)
 
 
 def _dot_block_sums(w: Array) -> Array:
@@ -495,7 +511,6 @@ def descend(
     return node.reshape(num_draws, num_rows)
 
 
-@functools.cache
 def _lone_level_weights(num_rows: int) -> Callable[[Array], Array]:
     """The lane weights of a walk of one level (the depth-1 hybrid) over rows whose
     last block is partial, for ``num_rows`` rows in all: for one row, computed once
@@ -508,26 +523,20 @@ def _lone_level_weights(num_rows: int) -> Callable[[Array], Array]:
     lone_level.txt``): 0.48-0.75 of the time for one row of 1003, 1500 and 2047
     outcomes drawn 512 to 4000 times, 0.99-1.01 where nothing changes. Several
     rows, and ``vmap``s over rows (1.30-1.32 when they materialised too), keep
-    the fused lanes: a :func:`jax.custom_batching.custom_vmap` counts the
-    batch's rows (0.99-1.01 under ``vmap``s over 4 and 12 rows)."""
+    the fused lanes: a ``vmap`` counts its batch's rows (:func:`_counting_rows`;
+    0.99-1.01 under ``vmap``s over 4 and 12 rows)."""
+    return _counting_rows(_lone_weights, num_rows)
 
-    @jax.custom_batching.custom_vmap
-    def lone(w: Array) -> Array:
-        if num_rows != 1:
-            return w
 
-        def materialise(w: Array) -> Array:
-            return _alias._materialise_floats(w)[0]
+def _lone_weights(w: Array, num_rows: int) -> Array:
+    """:func:`_lone_level_weights`'s values: materialised on CPU for one row."""
+    if num_rows != 1:
+        return w
 
-        return jax.lax.platform_dependent(w, cpu=materialise, default=lambda w: w)
+    def materialise(w: Array) -> Array:
+        return _alias._materialise_floats(w)[0]
 
-    @lone.def_vmap
-    def _rule(axis_size: int, in_batched: list[bool], w: Array) -> tuple[Array, bool]:
-        (batched,) = in_batched
-        rows = num_rows * axis_size if batched else num_rows
-        return _lone_level_weights(rows)(w), batched
-
-    return lone
+    return jax.lax.platform_dependent(w, cpu=materialise, default=lambda w: w)
 
 
 def _own_buffer_on_cpu(x: Array) -> Array:

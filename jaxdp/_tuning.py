@@ -464,13 +464,14 @@ def block_sums_by(num_rows: int, n: int, platform: str | None = None, descent: b
     """How the leaves' block sums of ``num_rows`` rows of ``n`` are taken:
     ``"strided"`` (:func:`strided_block_sums`), else ``"dot"`` where
     :data:`DOT_BLOCK_SUMS` says so, else ``"reduce_window"``."""
+    from ._descent import K  # at call time: _descent imports this module
+
     if strided_block_sums(num_rows, n, platform, descent):
         return "strided"
     k = kind(platform)
     if not DOT_BLOCK_SUMS[k]:
         return "reduce_window"
-    partial = n % 8 != 0  # a partial last block of jaxdp._descent.K = 8 lanes
-    if num_rows == 1 and partial and n < DOT_PARTIAL_ONE_ROW_MIN_N[k]:
+    if num_rows == 1 and n % K and n < DOT_PARTIAL_ONE_ROW_MIN_N[k]:  # a partial last block
         return "reduce_window"
     return "dot"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
@@ -12,13 +13,50 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _checks, _random
+from . import _twofloat as _tf
 from ._debug_check import debug_check
 from ._typing import Array, ArrayLike, PRNGKey
 
-#: The noise must be resolved to this fraction of its scale: a release is only
-#: computed where the spacing (ulp) of the output dtype at the value is at most
-#: ``NOISE_RESOLUTION * scale`` (see :func:`laplace`, "Finite precision").
+#: The resolution of the noise: where the spacing (ulp) of the output dtype at a
+#: value exceeds ``NOISE_RESOLUTION * scale``, the release is rounded more coarsely
+#: than the noise is fine, and a concrete call warns (:class:`PrecisionWarning`;
+#: see :func:`laplace`, "Finite precision").
 NOISE_RESOLUTION = 2.0**-10
+
+
+class PrecisionWarning(UserWarning):
+    """A release is rounded more coarsely than its noise: the output dtype's spacing
+    at a value exceeds :data:`NOISE_RESOLUTION` of the noise scale. Privacy is not
+    affected (the release is the exact sum, rounded: a post-processing); accuracy
+    is that spacing. Data never raise, so this is a warning, not an error."""
+
+
+def _wide_values(x: Any) -> np.ndarray | None:
+    """Host values (a NumPy array, a Python number or list) of float64 or 64-bit
+    integers while the compute dtype is float32, as float64; else None. Their
+    float32 rounding is not the value: :func:`_split` keeps the rest."""
+    if isinstance(x, (jax.Array, jax.core.Tracer, str, bytes)) or x is None:
+        return None
+    if _checks.compute_dtype() == np.float64:
+        return None
+    try:
+        host = np.asarray(x)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if host.dtype == np.float64 or (host.dtype.kind in "iu" and host.dtype.itemsize == 8):
+        return host.astype(np.float64)
+    return None
+
+
+def _split(host: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """float64 ``host`` as float32 ``(hi, lo)``: ``hi`` the nearest float32, ``lo``
+    the nearest float32 to the rest (``host - hi`` is exact in float64, by
+    Sterbenz), so ``hi + lo`` holds the value to 48 bits (relative ``2**-48``).
+    Values beyond float32's range keep ``hi = ±inf`` for the finiteness check."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        hi = host.astype(np.float32)
+        lo = np.where(np.isfinite(hi), host - hi.astype(np.float64), 0.0).astype(np.float32)
+    return hi, lo
 
 
 @_checks.eager
@@ -119,23 +157,28 @@ def _resolved(values: Array, scale: Array, dtype) -> Array:
 
 
 @_checks.eager
-def _check_resolved(fn: str, values: Array, scale: Array, dtype, what: str) -> None:
-    """Raises when a concrete value's spacing in ``dtype`` exceeds the resolution."""
+def _warn_unresolved(fn: str, values: Array, scale: Array, dtype, what: str) -> None:
+    """Warns (:class:`PrecisionWarning`) when a concrete value's spacing in ``dtype``
+    exceeds the resolution. Never raises: the values are data."""
     if not (_checks.is_concrete(values) and _checks.is_concrete(scale)) or not values.size:
         return
     shape = jnp.broadcast_shapes(values.shape, scale.shape)
     v = jnp.broadcast_to(values, shape)
     b = jnp.broadcast_to(scale, shape)
-    bad = ~_resolved(v, b, dtype)
+    bad = ~_resolved(v, b, dtype) & jnp.isfinite(b)
     if bool(jnp.any(bad)):
         first = tuple(int(i) for i in np.argwhere(np.asarray(bad))[0])
         name = np.dtype(dtype).name
-        raise ValueError(
-            f"{fn}: the noise would be lost to rounding: values{list(first) if first else ''} = "
-            f"{_checks._fmt(v[first])} has {name} spacing "
-            f"{_checks._fmt(_spacing(v[first], dtype))}, more than {NOISE_RESOLUTION:g} "
-            f"(2**-10) of the noise {what} {_checks._fmt(b[first])}; release a centred "
-            "value, use granularity= (laplace), a wider dtype= or jax.enable_x64()"
+        warnings.warn(
+            f"{fn}: values{list(first) if first else ''} = {_checks._fmt(v[first])} has "
+            f"{name} spacing {_checks._fmt(_spacing(v[first], dtype))}, more than "
+            f"{NOISE_RESOLUTION:g} (2**-10) of the noise {what} {_checks._fmt(b[first])}: "
+            f"the release there is the exact sum rounded to that spacing, so its noise is "
+            "partly or wholly lost to rounding (privacy is unaffected; accuracy is the "
+            "spacing). Centre the values, or use granularity= (laplace), a wider dtype= "
+            "or jax.enable_x64()",
+            PrecisionWarning,
+            stacklevel=6,
         )
 
 
@@ -188,8 +231,11 @@ def laplace(
     precision**).
 
     **Finite precision.** *Granular* (``granularity=γ``): the release is the
-    exact integer ``round(f/γ) + K`` times γ; the checks make every reachable
-    grid point exactly representable (else ``ValueError``/NaN), so the only
+    exact grid point ``γ (round(f/γ) + K)`` (``round`` to the nearest integer,
+    ties up, computed exactly; host float64 and int64 values are gridded in
+    float64) rounded once to the output dtype: exact wherever the dtype holds
+    every reachable grid point, and otherwise (a concrete call then warns) a
+    post-processing that costs accuracy, not privacy. So the only
     losses are the adjusted ε above and the law of the noise: ``K`` is a
     difference of two ``floor(E·s)``, ``s = N/ε`` the scale in grid steps,
     ``E = -log v`` with ``v`` an open 32-bit uniform (``E ≤ 22.9``). Each
@@ -207,20 +253,29 @@ def laplace(
     and the same effects are below 1e-15.
     *Continuous* (default): there is **no** finite-precision bound: the
     floating-point noise takes a data-independent set of values with gaps, and
-    Mironov's (2012) attack can read f(x) from a single release at any ε; the
-    continuous path only guarantees that **noise is never lost to rounding**:
-    where the spacing (ulp) of the output dtype at a value exceeds
-    ``NOISE_RESOLUTION = 2**-10`` of the scale b = Δ₁/ε, a concrete call raises
-    ``ValueError`` naming the value and the scale, and a traced one gives NaN
-    there with a ``checkify`` report. At that resolution the rounding of the
-    sum is at most b·2**-11 (the released noise is b·Z rounded to 1/2048 of
-    its scale, and P[release == value] ≤ 2**-11), and values computed in a
-    wider dtype and rounded on input move by at most ulp/2 ≤ b·2**-11 each, so
-    declaring Δ₁ + m·ulp/2 instead of Δ₁ (ε' ≤ ε + m·2**-11) covers that input
-    rounding. In float32 this allows |value| up to about 2**13·b; bfloat16
-    outputs (8 significant bits) only about b/8: pass ``dtype=jnp.float32``
-    for larger values, centre them, or use ``granularity=``, the documented
-    remedy, with a proven guarantee.
+    Mironov's (2012) attack can read f(x) from a single release at any ε. What
+    the continuous path does guarantee is that the release is the *exact* sum
+    ``f(x) + N'`` (``N' = fl(b·Z)``, b = Δ₁/ε) rounded once to the output dtype, a
+    post-processing, for every value: IEEE addition rounds correctly, and host
+    values of float64 or 64-bit integers (with x64 off, where ``jnp.asarray``
+    would round them to float32 first, or wrap int64 modulo 2**32) are split
+    into two float32 parts (48 bits) that join the sum exactly, wherever the
+    output spacing (ulp) at the value exceeds ``NOISE_RESOLUTION = 2**-10`` of
+    b. Below that resolution the input rounding is what the bound covers: the
+    rounding of the sum is at most b·2**-11 (P[release == value] ≤ 2**-11), and
+    a value rounded on input moves by at most ulp/2 ≤ b·2**-11, so declaring Δ₁
+    + m·ulp/2 instead of Δ₁ (ε' ≤ ε + m·2**-11) covers it. **Data never raise**
+    (an error that depends on one record is an output its neighbour never
+    produces): where the spacing exceeds the resolution, the release is rounded
+    more coarsely than the noise is fine, possibly to the value itself, and a
+    concrete call warns (``jaxdp._additive.PrecisionWarning``, naming the value
+    and the scale); accuracy is then the spacing, privacy is as stated for the
+    values as given. Values rounded *upstream* (f computed in float64 and cast
+    inside your ``jit``) carry that rounding in their sensitivity. In float32 the
+    resolution holds for |value| up to about 2**13·b; bfloat16 outputs (8
+    significant bits) only to about b/8: pass ``dtype=jnp.float32`` for larger
+    values, centre them, or use ``granularity=``, the remedy with a proven
+    guarantee.
 
     Pytrees: ``values`` may be a pytree of arrays (e.g. a gradient dict); the key
     is split once into one subkey per leaf (in ``jax.tree_util`` leaf order) and
@@ -248,16 +303,20 @@ def laplace(
 
     Returns:
       Array of ``shape`` in ``dtype`` (a pytree of such arrays for a pytree).
-      Under tracing, invalid ε or Δ, NaN or infinite values, values whose spacing
-      exceeds the resolution (or, with ``granularity``, a noise scale over the
-      limit or a grid that is not exact) give NaN; ``checkify`` reports each.
+      Under tracing, invalid ε or Δ, NaN or infinite values (or, with
+      ``granularity``, a noise scale over the limit) give NaN; ``checkify``
+      reports each.
 
     Raises:
       ValueError: ε or Δ not finite and > 0 (in the compute dtype); NaN or
-        infinite values; a value whose spacing in ``dtype`` exceeds 2**-10 of the
-        scale (naming the value and the scale); bad ``shape``, ``dtype`` or key;
-        ``granularity`` not a positive power of two, or too fine for the
-        values, ε and Δ (concrete).
+        infinite values; bad ``shape``, ``dtype`` or key; ``granularity`` not a
+        positive power of two, or too fine for ε and Δ (concrete). Finite values
+        never raise, however large (see **Finite precision**).
+
+    Warns:
+      PrecisionWarning: (``jaxdp._additive``) a concrete value whose spacing in
+        ``dtype`` exceeds 2**-10 of the scale, or, with ``granularity``, whose
+        reachable grid points ``dtype`` does not hold exactly.
 
     Examples:
       >>> import jax, jax.numpy as jnp, jaxdp
@@ -286,13 +345,24 @@ def laplace(
         _, values, p, shape = _values_args(
             fn, None, leaf, shape, epsilon=epsilon, sensitivity=sensitivity
         )
+        wide, lo = _wide_values(leaf), None
         if granularity is None:
-            _check_resolved(fn, values, p["sensitivity"] / p["epsilon"], out_dtype, "scale")
+            _warn_unresolved(fn, values, p["sensitivity"] / p["epsilon"], out_dtype, "scale")
+            if wide is not None and np.any(_split(wide)[1] != 0):
+                lo = jnp.asarray(_split(wide)[1])
         else:
             _check_grid(fn, values, epsilon, sensitivity, granularity, out_dtype)
+            if wide is not None and np.all(np.isfinite(wide)):
+                grid = _grid_host(wide, granularity)
+                # The float32 path grids the rounded value: the same points unless
+                # the rounding moved one, or a point needs more than float32.
+                same = _grid_host(np.asarray(values, np.float64), granularity)
+                if np.any(grid != same):
+                    values, lo = (jnp.asarray(part) for part in _split(grid))
         return _laplace_impl(
             key,
             values,
+            lo,
             p["epsilon"],
             p["sensitivity"],
             shape=shape,
@@ -358,8 +428,6 @@ def _check_grid(fn, values, epsilon, sensitivity, gamma, out_dtype):
             f"{np.max(steps):.3g} grid steps, over the limit {_grid_limit(dtype):.3g} of "
             f"{np.dtype(dtype).name}; use a coarser granularity or jax_enable_x64"
         )
-    if values.size and not bool(jnp.all(jnp.isfinite(values / jnp.asarray(gamma, dtype)))):
-        raise ValueError(f"{fn}: values / granularity overflows; use a coarser granularity")
     steps_arr = jnp.asarray(steps, dtype)
     ok = _grid_exact(values, steps_arr, gamma, out_dtype)
     if values.size and not bool(jnp.all(ok)):
@@ -367,16 +435,63 @@ def _check_grid(fn, values, epsilon, sensitivity, gamma, out_dtype):
         bad = ~jnp.broadcast_to(ok, shape)
         first = tuple(int(i) for i in np.argwhere(np.asarray(bad))[0])
         v = jnp.broadcast_to(values, shape)[first]
-        raise ValueError(
-            f"{fn}: the noise would be lost to rounding: values{list(first) if first else ''} = "
-            f"{_checks._fmt(v)} plus the noise tail does not fit the grid "
-            f"granularity={gamma!r} exactly in {np.dtype(out_dtype).name}; use a coarser "
-            "granularity, a centred value, a wider dtype= or jax.enable_x64()"
+        warnings.warn(
+            f"{fn}: values{list(first) if first else ''} = {_checks._fmt(v)} plus the noise "
+            f"tail does not fit the grid granularity={gamma!r} exactly in "
+            f"{np.dtype(out_dtype).name}: the release there is the exact grid point, "
+            "rounded to the dtype (privacy is unaffected; accuracy is the dtype's "
+            "spacing). Use a coarser granularity, a centred value, a wider dtype= or "
+            "jax.enable_x64()",
+            PrecisionWarning,
+            stacklevel=6,
         )
 
 
+def _grid_host(host: np.ndarray, gamma: float) -> np.ndarray:
+    """float64 values rounded to the nearest point of γℤ (as :func:`_laplace_impl`
+    does in the compute dtype), exactly: at or above ``γ 2**52`` a float64 is
+    already a multiple of γ."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        big = np.abs(host) >= gamma * 2.0**52
+        q = np.where(big, 0.0, host) / gamma
+        return np.where(big, host, _round_half_up(q) * gamma)
+
+
+def _round_half_up(q):
+    """``floor(q + 1/2)`` of the exact ``q`` (NumPy or JAX floats), the nearest
+    integer with ties up, so that ``round(q + N) = round(q) + N`` for integers ``N``
+    (values Δ apart land at most ``ceil(Δ/γ)`` grid steps apart). ``q - floor(q)``
+    is exact, whereas the rounded sum ``q + 1/2`` is 1 for ``q = 1/2 - 2**-25`` in
+    float32, whose nearest integer is 0."""
+    fl = jnp.floor(q) if isinstance(q, jax.Array) else np.floor(q)
+    return fl + ((q - fl) >= 0.5)
+
+
+def _exact_sum(hi: Array, lo: Array, noise: Array) -> Array:
+    """``hi + lo + noise`` rounded once to the nearest float (ties to even), for
+    ``lo`` at most half an ulp of ``hi``: so the release is a post-processing of
+    the exact sum. TwoSum gives ``hi + noise = s + e`` exactly; ``e + lo`` is
+    then rounded *to odd* (the nearest float, moved one ulp away from an even
+    last bit when inexact), which cannot land on a rounding boundary of ``s``'s
+    precision: ``|e + lo|`` is at most about ``2**-23 |s|`` unless ``hi + noise``
+    cancelled, and then ``e = 0`` (Sterbenz) and ``e + lo = lo`` is exact (Boldo &
+    Melquiond 2008, rounding to odd). With ``lo = 0`` this is ``fl(hi + noise)``."""
+    s, e = _tf.two_sum(hi, noise)
+    r, err = _tf.two_sum(e, lo)
+    word = {4: jnp.uint32, 8: jnp.uint64}[jnp.dtype(r.dtype).itemsize]
+    bits = jax.lax.bitcast_convert_type(r, word)
+    inexact_even = (err != 0) & ((bits & 1) == 0)
+    away = (err > 0) == (r > 0)  # the exact value is farther from 0 than r
+    one = jnp.ones_like(bits)
+    bits = jnp.where(inexact_even, jnp.where(away, bits + one, bits - one), bits)
+    return s + jax.lax.bitcast_convert_type(bits, r.dtype)
+
+
 @partial(jax.jit, static_argnames=("shape", "granularity", "out_dtype"))
-def _laplace_impl(key, values, epsilon, sensitivity, *, shape, granularity, out_dtype):
+def _laplace_impl(key, values, lo, epsilon, sensitivity, *, shape, granularity, out_dtype):
+    """The release; ``lo`` (None, or the low parts of host values of float64 or
+    64-bit integers, :func:`_split`; with ``granularity`` of their grid points,
+    which ``values`` then holds) joins the sum exactly (:func:`_exact_sum`)."""
     fn = "laplace"
     _checks.debug_check_positive(fn, epsilon=epsilon, sensitivity=sensitivity)
     debug_check(jnp.all(jnp.isfinite(values)), f"{fn}: values must be finite (no NaN or inf)")
@@ -384,33 +499,37 @@ def _laplace_impl(key, values, epsilon, sensitivity, *, shape, granularity, out_
     dtype = values.dtype
     if granularity is None:
         scale = jnp.where(ok, sensitivity / epsilon, jnp.nan)
-        resolved = _resolved(values, scale, out_dtype)
-        debug_check(
-            jnp.all(resolved | ~ok),
-            f"{fn}: the spacing of {np.dtype(out_dtype).name} at a value exceeds "
-            f"{NOISE_RESOLUTION:g} of the noise scale; those releases are NaN",
-        )
-        noise = _random.laplace(key, shape, dtype)
-        out = jnp.broadcast_to(values, shape) + jnp.broadcast_to(scale, shape) * noise
-        out = jnp.where(jnp.broadcast_to(resolved, shape), out, jnp.nan)
-        return out.astype(out_dtype)
+        noise = jnp.broadcast_to(scale, shape) * _random.laplace(key, shape, dtype)
+        if lo is None:
+            out = jnp.broadcast_to(values, shape) + noise
+        else:
+            # Where the value is resolved, its float32 rounding costs at most
+            # 2**-11 of the scale (the stated bound): the same release as a
+            # float32 value. Elsewhere the low part joins the sum.
+            lo = jnp.where(_resolved(values, scale, out_dtype), jnp.zeros_like(lo), lo)
+            out = _exact_sum(jnp.broadcast_to(values, shape), jnp.broadcast_to(lo, shape), noise)
+        return jnp.where(jnp.broadcast_to(ok, shape), out, jnp.nan).astype(out_dtype)
     gamma = jnp.asarray(granularity, dtype)
     steps = jnp.ceil(sensitivity / gamma) / epsilon  # noise scale in grid steps
     fits = jnp.all(steps <= _grid_limit(dtype))
     debug_check(fits, "laplace: granularity too fine for epsilon and sensitivity")
-    exact = _grid_exact(values, steps, granularity, out_dtype)
-    debug_check(
-        jnp.all(exact | ~ok),
-        f"{fn}: a value plus the noise tail does not fit the grid exactly in "
-        f"{np.dtype(out_dtype).name}; those releases are NaN",
-    )
-    q = values / gamma  # exact: gamma is a power of two
-    # floor(q + 1/2) is exact below 2**nmant; above it q is already an integer.
-    big = jnp.abs(q) >= 2.0 ** np.finfo(dtype).nmant
-    grid = jnp.where(big, q, jnp.floor(q + 0.5))
     k = _random.discrete_laplace(key, shape, jnp.broadcast_to(steps, shape), dtype)
-    out = (jnp.broadcast_to(grid, shape) + k) * gamma
-    valid = jnp.broadcast_to(ok & fits & exact, shape)
+    if lo is not None:  # values and lo: the grid points of host values
+        out = _exact_sum(jnp.broadcast_to(values, shape), jnp.broadcast_to(lo, shape), k * gamma)
+    else:
+        # At or above γ 2**nmant a value is already a multiple of γ, and the
+        # release is that value plus γk rounded once; below, q = values/γ is exact
+        # (γ a power of two) and so is floor(q + 1/2). Either way the release is
+        # the exact grid point rounded once (a post-processing), never an overflow
+        # of values/γ.
+        big = jnp.abs(values) >= gamma * 2.0 ** np.finfo(dtype).nmant
+        q = jnp.where(big, jnp.zeros_like(values), values) / gamma
+        grid = _round_half_up(q)
+        on_grid = (jnp.broadcast_to(grid, shape) + k) * gamma
+        out = jnp.where(
+            jnp.broadcast_to(big, shape), jnp.broadcast_to(values, shape) + k * gamma, on_grid
+        )
+    valid = jnp.broadcast_to(ok & fits, shape)
     return jnp.where(valid, out, jnp.nan).astype(out_dtype)
 
 
@@ -569,9 +688,11 @@ def gaussian(
     few u = 2**-24 in the density away from the tail). As for continuous
     :func:`laplace` there is **no** bound against Mironov's (2012)
     floating-point attack (the set of reachable noise values has gaps), and
-    noise is **never lost to rounding**: where the spacing of the output dtype
-    at a value exceeds 2**-10 σ, a concrete call raises ``ValueError`` and a
-    traced one gives NaN with a ``checkify`` report. A discrete (granular)
+    the release is the **exact sum rounded once** (host float64 and int64
+    values join it exactly where the output spacing exceeds 2**-10 σ); data
+    never raise: where the spacing at a value exceeds 2**-10 σ, a concrete call
+    warns (``PrecisionWarning``) and the noise is partly or wholly lost to that
+    rounding, at no cost in privacy. A discrete (granular)
     Gaussian is not provided; use ``laplace(granularity=...)`` when a proven
     finite-precision guarantee is needed. Pytrees and ``dtype`` as in
     :func:`laplace` (Δ₂ is the L2 sensitivity of all leaves together).
@@ -589,14 +710,18 @@ def gaussian(
 
     Returns:
       Array of ``shape`` in ``dtype`` (a pytree of them for a pytree). Under
-      tracing, invalid parameters, NaN or infinite values, and values whose
-      spacing exceeds 2**-10 σ give NaN; ``checkify`` reports each.
+      tracing, invalid parameters and NaN or infinite values give NaN;
+      ``checkify`` reports each.
 
     Raises:
       ValueError: ε or Δ not finite and > 0, δ outside (0, 1) (in the compute
-        dtype); NaN or infinite values; a value whose spacing in ``dtype``
-        exceeds 2**-10 σ (naming the value and σ); bad ``shape``, ``dtype`` or
-        key.
+        dtype); NaN or infinite values; bad ``shape``, ``dtype`` or key. Finite
+        values never raise, however large.
+
+    Warns:
+      PrecisionWarning: (``jaxdp._additive``) a concrete value whose spacing in
+        ``dtype`` exceeds 2**-10 σ: its release is the exact sum rounded to that
+        spacing, as for :func:`laplace`.
 
     Examples:
       >>> import jax, jax.numpy as jnp, jaxdp
@@ -621,11 +746,15 @@ def gaussian(
         _, values, p, shape = _values_args(
             fn, None, leaf, shape, epsilon=epsilon, delta=delta, sensitivity=sensitivity
         )
+        lo, wide = None, _wide_values(leaf)
         if sigma is not None:
-            _check_resolved(fn, values, sigma, out_dtype, "standard deviation")
+            _warn_unresolved(fn, values, sigma, out_dtype, "standard deviation")
+        if wide is not None and np.any(_split(wide)[1] != 0):
+            lo = jnp.asarray(_split(wide)[1])
         return _gaussian_impl(
             key,
             values,
+            lo,
             p["epsilon"],
             p["delta"],
             p["sensitivity"],
@@ -638,7 +767,8 @@ def gaussian(
 
 
 @partial(jax.jit, static_argnames=("shape", "out_dtype"))
-def _gaussian_impl(key, values, epsilon, delta, sensitivity, sigma, *, shape, out_dtype):
+def _gaussian_impl(key, values, lo, epsilon, delta, sensitivity, sigma, *, shape, out_dtype):
+    """The release; ``lo`` as in :func:`_laplace_impl`."""
     fn = "gaussian"
     _checks.debug_check_positive(fn, epsilon=epsilon, sensitivity=sensitivity)
     ok_delta = jnp.all((delta > 0) & (delta < 1))
@@ -648,12 +778,11 @@ def _gaussian_impl(key, values, epsilon, delta, sensitivity, sigma, *, shape, ou
         sigma = _analytic_sigma_traced(epsilon, delta, sensitivity)
     ok = _checks.positive_ok(epsilon) & _checks.positive_ok(sensitivity) & ok_delta
     sigma = jnp.where(ok, sigma, jnp.nan)
-    resolved = _resolved(values, sigma, out_dtype)
-    debug_check(
-        jnp.all(resolved | ~ok),
-        f"{fn}: the spacing of {np.dtype(out_dtype).name} at a value exceeds "
-        f"{NOISE_RESOLUTION:g} of sigma; those releases are NaN",
-    )
     noise = _random.normal(key, shape, values.dtype)  # tails to 9.4 sigma (SECURITY.md)
-    out = jnp.broadcast_to(values, shape) + jnp.broadcast_to(sigma, shape) * noise
-    return jnp.where(jnp.broadcast_to(resolved, shape), out, jnp.nan).astype(out_dtype)
+    noise = jnp.broadcast_to(sigma, shape) * noise
+    if lo is None:
+        out = jnp.broadcast_to(values, shape) + noise
+    else:
+        lo = jnp.where(_resolved(values, sigma, out_dtype), jnp.zeros_like(lo), lo)
+        out = _exact_sum(jnp.broadcast_to(values, shape), jnp.broadcast_to(lo, shape), noise)
+    return jnp.where(jnp.broadcast_to(ok, shape), out, jnp.nan).astype(out_dtype)

@@ -19,6 +19,16 @@ from ._typing import Array, ArrayLike, PRNGKey
 @_checks.eager
 def _categories(values: ArrayLike, fn: str, num_categories: int) -> Array:
     """int32 categories; concrete values must be integers in [0, num_categories)."""
+    wide = _checks.wide_host(values)
+    if wide is not None and wide.size:  # 64-bit ids: check the range before int32
+        bad = (wide < 0) | (wide >= num_categories)
+        if np.any(bad):
+            raise ValueError(
+                f"{fn}: values must be categories in [0, num_categories={num_categories}), "
+                f"got {wide[bad].ravel()[:4].tolist()}"
+            )
+    if wide is not None:
+        values = wide.astype(np.int32)
     try:
         arr = jnp.asarray(values)
     except (TypeError, ValueError) as err:

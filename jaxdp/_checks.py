@@ -97,10 +97,46 @@ def single_key(key: PRNGKey, fn: str) -> PRNGKey:
 # ----------------------------------------------------------------------------- arrays
 
 
+def wide_host(x: Any) -> np.ndarray | None:
+    """``x`` as a NumPy array when it is host data (a NumPy array, a Python number
+    or a nested list of them) of 64-bit integers and the compute dtype is float32
+    (``jax_enable_x64`` off); else None.
+
+    ``jnp.asarray`` would truncate such integers to int32, wrapping them modulo
+    2**32 (2**31 + 10 becomes -2**31 + 10, a millisecond timestamp becomes noise),
+    and raises ``OverflowError`` for a Python int beyond int32. Callers convert
+    them exactly instead (:func:`score_array`, :func:`float_array`,
+    :func:`jaxdp._additive.laplace`).
+    """
+    if isinstance(x, (jax.Array, jax.core.Tracer, str, bytes)) or x is None:
+        return None
+    if compute_dtype() == np.float64:
+        return None
+    try:
+        host = np.asarray(x)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if host.dtype.kind in "iu" and host.dtype.itemsize == 8:
+        return host
+    return None
+
+
+def _wide_to_float(host: np.ndarray) -> np.ndarray:
+    """64-bit integers rounded to the nearest float32 (through float64: exact
+    below 2**53, so one rounding there)."""
+    return host.astype(np.float64).astype(compute_dtype())
+
+
 def _real_array(x: ArrayLike, fn: str, name: str) -> Array:
-    """``x`` as a JAX array of a real (or bool) dtype; anything else raises."""
+    """``x`` as a JAX array of a real (or bool) dtype; anything else raises.
+
+    64-bit integers on the host with x64 off (:func:`wide_host`) are rounded to
+    the nearest float32 rather than wrapped modulo 2**32."""
     if isinstance(x, (str, bytes)) or x is None:
         raise ValueError(f"{fn}: {name} must be a real array, got {x!r}")
+    wide = wide_host(x)
+    if wide is not None:
+        x = _wide_to_float(wide)
     try:
         arr = jnp.asarray(x)
     except (TypeError, ValueError) as err:
@@ -185,6 +221,9 @@ def score_array(x: ArrayLike, fn: str, axis: Any) -> Array:
     gap of 1 between 16777217 and 16777216 stays 1 instead of rounding to 0), and
     XLA fuses that shift into the kernel's pass over the scores.
     """
+    wide = wide_host(x)
+    if wide is not None:
+        x = _wide_scores(wide, axis)
     arr = _real_array(x, fn, "scores")
     if not jnp.issubdtype(arr.dtype, jnp.integer):
         arr = arr.astype(compute_dtype())
@@ -196,6 +235,25 @@ def score_array(x: ArrayLike, fn: str, axis: Any) -> Array:
         rows_axis = None
     _check_values(arr, fn, "scores", True, rows_axis)
     return arr
+
+
+def _wide_scores(host: np.ndarray, axis: Any) -> np.ndarray:
+    """64-bit integer scores (x64 off) as their exact gaps to the row maximum along
+    ``axis``, negated: int32 when every gap fits, else float32 rounded once (through
+    float64, exact below 2**53). Every sampler's law depends on the scores only
+    through these gaps, so this is the same law as the integer scores themselves,
+    as the int32 path computes it (:func:`jaxdp._logits.difference`). An invalid
+    ``axis`` or an empty row leaves the scores as float32 for the checks to refuse."""
+    try:
+        ax = operator.index(axis)
+        top = np.max(host, axis=ax, keepdims=True)
+    except (TypeError, ValueError, IndexError):
+        return _wide_to_float(host)
+    # max - s is in [0, 2**64): exact in uint64's modular arithmetic.
+    gaps = top.astype(np.uint64) - host.astype(np.uint64)
+    if gaps.size == 0 or int(gaps.max()) <= np.iinfo(np.int32).max:
+        return (-gaps.astype(np.int64)).astype(np.int32)
+    return -gaps.astype(np.float64).astype(compute_dtype())
 
 
 def canonical_axis(axis: int, ndim: int, fn: str) -> int:

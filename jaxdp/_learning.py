@@ -4,12 +4,38 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import jax.numpy as jnp
+import numpy as np
 
 from . import _checks
 from ._exponential import _exponential_impl
 from ._typing import Array, ArrayLike, PRNGKey
+
+
+def _codes(predictions: Any, labels: Any) -> tuple[Array, Array]:
+    """Both as JAX arrays. 64-bit integer labels on the host with x64 off (which
+    ``jnp.asarray`` would wrap modulo 2**32, so that 2**32 + 1 would equal 1) are
+    replaced by int32 codes of the distinct values of both arrays: the same
+    equalities, so the same errors."""
+    wide_p, wide_l = _checks.wide_host(predictions), _checks.wide_host(labels)
+    if wide_p is not None or wide_l is not None:
+        p, lab = np.asarray(predictions), np.asarray(labels)
+        if p.dtype.kind in "iub" and lab.dtype.kind in "iub":
+            common = np.result_type(p.dtype, lab.dtype)
+            common = object if common.kind == "f" else common  # int64 with uint64
+            both = np.concatenate([p.ravel().astype(common), lab.ravel().astype(common)])
+            _, codes = np.unique(both, return_inverse=True)
+            codes = codes.astype(np.int32)
+            predictions, labels = (
+                codes[: p.size].reshape(p.shape),
+                codes[p.size :].reshape(lab.shape),
+            )
+        else:
+            predictions = _checks._wide_to_float(wide_p) if wide_p is not None else predictions
+            labels = _checks._wide_to_float(wide_l) if wide_l is not None else labels
+    return jnp.asarray(predictions), jnp.asarray(labels)
 
 
 def select_hypothesis(
@@ -79,8 +105,7 @@ def select_hypothesis(
     fn = "select_hypothesis"
     key = _checks.single_key(key, fn)
     _checks.positive(fn, epsilon=epsilon)
-    predictions = jnp.asarray(predictions)
-    labels = jnp.asarray(labels)
+    predictions, labels = _codes(predictions, labels)
     if predictions.ndim < 2:
         raise ValueError(
             f"{fn}: predictions must have shape [..., H, n], got shape {predictions.shape}"

@@ -89,10 +89,12 @@ def _leaves(values, fn: str, shape):
         if flat and all(_is_number(v) or isinstance(v, bool) for v in flat):
             return [values], None, False  # array-like, as jnp.asarray reads it
     leaves, treedef = jax.tree_util.tree_flatten(values)
+    if not leaves:  # an empty list is an empty array; an empty dict maps to itself
+        if isinstance(values, (list, tuple)) and not hasattr(values, "_fields"):
+            return [values], None, False
+        return [], treedef, True
     if jax.tree_util.treedef_is_leaf(treedef):
         return leaves, treedef, False
-    if not leaves:
-        raise ValueError(f"{fn}: values is a pytree with no arrays in it")
     if shape is not None:
         raise ValueError(
             f"{fn}: shape must be None when values is a pytree (each leaf keeps its own "
@@ -121,6 +123,8 @@ def _map_leaves(fn, key, values, shape, dtype, one):
     """Applies ``one(key, leaf, shape, out_dtype)`` to every leaf of ``values``."""
     key = _checks.single_key(key, fn)
     leaves, treedef, is_tree = _leaves(values, fn, shape)
+    if is_tree and not leaves:
+        return treedef.unflatten([])  # as jax.tree.map on an empty pytree
     keys = list(jax.random.split(key, len(leaves))) if is_tree else [key]
     outs = []
     for k, leaf in zip(keys, leaves, strict=True):
@@ -340,6 +344,8 @@ def laplace(
     fn = "laplace"
     _checks.positive(fn, epsilon=epsilon, sensitivity=sensitivity)
     granularity = _granularity(granularity, fn)
+    if granularity is None:
+        _check_scale(fn, "the noise scale sensitivity / epsilon", sensitivity, epsilon)
 
     def one(key, leaf, shape, out_dtype):
         _, values, p, shape = _values_args(
@@ -371,6 +377,35 @@ def laplace(
         )
 
     return _map_leaves(fn, key, values, shape, dtype, one)
+
+
+def _scale_ok(scale: Array) -> Array:
+    """The noise scale is a positive, finite, normal float (not 0 or subnormal, where
+    the noise would vanish, nor infinite)."""
+    tiny = jnp.finfo(scale.dtype).tiny
+    return jnp.isfinite(scale) & (scale >= tiny)
+
+
+@_checks.eager
+def _check_scale(fn: str, what: str, numerator, epsilon) -> None:
+    """Raises when a concrete noise scale (``numerator / epsilon``, or ``numerator``
+    itself when ``epsilon`` is None) is not a positive, finite, normal float of the
+    compute dtype: ε and Δ are each fine, their ratio is not (1e30 / 1e-30)."""
+    if not all(_checks.is_concrete(v) for v in (numerator, epsilon)):
+        return
+    with np.errstate(all="ignore"):
+        ratio = np.asarray(numerator, np.float64)
+        if epsilon is not None:
+            ratio = np.asarray(numerator, np.float64) / np.asarray(epsilon, np.float64)
+    info = np.finfo(_checks.compute_dtype())
+    bad = ~((ratio >= float(info.tiny)) & (ratio <= float(info.max)))
+    if np.any(bad):
+        value = ratio[bad].ravel()[0] if ratio.ndim else float(ratio)
+        raise ValueError(
+            f"{fn}: {what} = {value!r} is not a positive, finite, normal "
+            f"{np.dtype(info.dtype).name} (between {float(info.tiny):g} and "
+            f"{float(info.max):g}): the noise would overflow or vanish"
+        )
 
 
 def _granularity(value, fn: str) -> float | None:
@@ -498,7 +533,14 @@ def _laplace_impl(key, values, lo, epsilon, sensitivity, *, shape, granularity, 
     ok = _checks.positive_ok(epsilon) & _checks.positive_ok(sensitivity)
     dtype = values.dtype
     if granularity is None:
-        scale = jnp.where(ok, sensitivity / epsilon, jnp.nan)
+        scale = sensitivity / epsilon
+        ok = ok & _scale_ok(scale)
+        debug_check(
+            jnp.all(ok | ~_checks.positive_ok(epsilon)),
+            f"{fn}: the noise scale "
+            "sensitivity / epsilon overflows or vanishes in the compute dtype",
+        )
+        scale = jnp.where(ok, scale, jnp.nan)
         noise = jnp.broadcast_to(scale, shape) * _random.laplace(key, shape, dtype)
         if lo is None:
             out = jnp.broadcast_to(values, shape) + noise
@@ -741,6 +783,7 @@ def gaussian(
     sigma = None
     if concrete:
         sigma = jnp.asarray(_sigma_up(epsilon, delta, sensitivity, _checks.compute_dtype()))
+        _check_scale(fn, "the noise standard deviation sigma", sigma, None)
 
     def one(key, leaf, shape, out_dtype):
         _, values, p, shape = _values_args(
@@ -777,6 +820,10 @@ def _gaussian_impl(key, values, lo, epsilon, delta, sensitivity, sigma, *, shape
     if sigma is None:
         sigma = _analytic_sigma_traced(epsilon, delta, sensitivity)
     ok = _checks.positive_ok(epsilon) & _checks.positive_ok(sensitivity) & ok_delta
+    debug_check(
+        jnp.all(_scale_ok(sigma) | ~ok), f"{fn}: sigma overflows or vanishes in the compute dtype"
+    )
+    ok = ok & _scale_ok(sigma)
     sigma = jnp.where(ok, sigma, jnp.nan)
     noise = _random.normal(key, shape, values.dtype)  # tails to 9.4 sigma (SECURITY.md)
     noise = jnp.broadcast_to(sigma, shape) * noise

@@ -84,7 +84,7 @@ def randomized_response(
     ``1 + 10ku + k 2**-31``, which stays below e^ε except for ε < 6ku. The other
     category is ``jax.random.randint`` over k - 1 offsets, uniform up to a
     relative bias of at most ``k 2**-32``. So each report is (ε', 0)-LDP with
-    ε' ≤ ε + 2k·2**-32 + max(0, 12ku - 2ε), δ' = 0, for every k ≤ 2**31.
+    ε' ≤ ε + 2k·2**-32 + max(0, 12ku - 2ε), δ' = 0, for every k < 2**31 (int32 ids).
 
     Args:
       key: a PRNG key (typed or legacy); one key per call.
@@ -116,7 +116,9 @@ def randomized_response(
     fn = "randomized_response"
     key = _checks.single_key(key, fn)
     _checks.positive(fn, epsilon=epsilon)
-    k = _checks.static_int(num_categories, fn, "num_categories", minimum=2)
+    k = _checks.static_int(
+        num_categories, fn, "num_categories", minimum=2, maximum=np.iinfo(np.int32).max
+    )
     values = _categories(values, fn, k)
     epsilon = jnp.asarray(epsilon, _checks.compute_dtype())
     try:
@@ -226,7 +228,9 @@ def private_mode(
     fn = "private_mode"
     key = _checks.single_key(key, fn)
     _checks.positive(fn, epsilon=epsilon)
-    k = _checks.static_int(num_categories, fn, "num_categories", minimum=2)
+    k = _checks.static_int(
+        num_categories, fn, "num_categories", minimum=2, maximum=np.iinfo(np.int32).max
+    )
     values = _categories(values, fn, k)
     if values.ndim == 0:
         raise ValueError(f"{fn}: values must have a records axis, got a scalar")
@@ -255,7 +259,7 @@ def _mode_impl(key, counts, in_range, epsilon, sensitivity, *, shape):
 def _counts(values: Array, k: int) -> tuple[Array, Array]:
     """Per-row category counts ``[..., k]`` and a per-row flag that every value is
     in ``[0, k)`` (traced values outside it would be dropped by ``bincount``)."""
-    flat = values.reshape((-1, values.shape[-1]))
+    flat = values.reshape((math.prod(values.shape[:-1]), values.shape[-1]))  # n may be 0
     counts = jax.vmap(lambda v: jnp.bincount(v, length=k))(flat)
     in_range = jnp.all((values >= 0) & (values < k), axis=-1)
     return counts.reshape(values.shape[:-1] + (k,)), in_range  # int: exact gaps above 2**24

@@ -209,6 +209,20 @@ def float_array(
 
 
 @eager
+def data_array(x: ArrayLike, fn: str, name: str) -> Array:
+    """Records (bids, data points) in the compute float dtype. A concrete NaN raises
+    (it is no value at all); ``±inf`` is a value beyond every bound, and is
+    clipped to the dtype's largest finite value: data never raise, and the
+    mechanisms treat values outside their bounds alike."""
+    arr = _real_array(x, fn, name).astype(compute_dtype())
+    if is_concrete(arr) and arr.size and bool(jnp.any(jnp.isnan(arr))):
+        first = tuple(int(i) for i in np.argwhere(np.isnan(np.asarray(arr)))[0])
+        raise ValueError(f"{fn}: {name} must not contain NaN; found one at index {first}")
+    big = jnp.finfo(arr.dtype).max
+    return jnp.clip(arr, -big, big)
+
+
+@eager
 def score_array(x: ArrayLike, fn: str, axis: Any) -> Array:
     """Selection scores: integers *stay integer*, anything else is converted to the
     compute float dtype; a concrete NaN or +inf raises, then (when ``axis`` is a
@@ -261,6 +275,8 @@ def canonical_axis(axis: int, ndim: int, fn: str) -> int:
     if ndim == 0:
         raise ValueError(f"{fn}: scores must have at least one axis (the outcomes), got a scalar")
     try:
+        if isinstance(axis, (bool, np.bool_)):
+            raise TypeError("a bool is not an axis")
         axis = operator.index(axis)
     except TypeError as err:
         raise ValueError(f"{fn}: axis must be an int, got {axis!r}") from err
@@ -285,9 +301,13 @@ def draw_shape(
     """
     if shape is None:
         return tuple(batch_shape)
-    if isinstance(shape, (int, np.integer)):
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, (bool, np.bool_)):
         shape = (shape,)
     try:
+        if isinstance(shape, (bool, np.bool_)) or any(
+            isinstance(d, (bool, np.bool_)) for d in shape
+        ):
+            raise TypeError("bools are not dims")
         shape = tuple(operator.index(d) for d in shape)
     except TypeError as err:
         raise ValueError(f"{fn}: shape must be a sequence of ints, got {shape!r}") from err
@@ -307,8 +327,8 @@ def draw_shape(
     return shape
 
 
-def static_int(value: Any, fn: str, name: str, *, minimum: int) -> int:
-    """A static Python int >= ``minimum``."""
+def static_int(value: Any, fn: str, name: str, *, minimum: int, maximum: int | None = None) -> int:
+    """A static Python int >= ``minimum`` (and <= ``maximum``)."""
     if isinstance(value, bool):
         raise ValueError(f"{fn}: {name} must be an int >= {minimum}, got {value!r}")
     try:
@@ -317,6 +337,8 @@ def static_int(value: Any, fn: str, name: str, *, minimum: int) -> int:
         raise ValueError(f"{fn}: {name} must be an int >= {minimum}, got {value!r}") from err
     if value < minimum:
         raise ValueError(f"{fn}: {name} must be an int >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{fn}: {name} must be an int <= {maximum}, got {value}")
     return value
 
 
@@ -347,6 +369,8 @@ def _concrete_params(fn: str, ok, must: str, params: dict[str, Any]) -> None:
             continue
         if isinstance(value, (str, bytes)) or isinstance(value, (bool, np.bool_)):
             raise ValueError(f"{fn}: {name} must be a real number, got {value!r}")
+        if getattr(value, "dtype", None) is not None and np.dtype(value.dtype) == np.bool_:
+            raise ValueError(f"{fn}: {name} must be real numbers, got a bool array {value!r}")
         try:
             arr = np.asarray(value, dtype=np.float64)
         except (TypeError, ValueError) as err:

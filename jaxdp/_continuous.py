@@ -355,7 +355,7 @@ def _span_fits(fn: str, name: str, lo: Any, hi: Any) -> None:
 
 def _data_array(x: ArrayLike, fn: str, name: str) -> Array:
     """Data ``[..., n]``; ``n = 0`` (an empty dataset) is valid data, never an error."""
-    arr = _checks.float_array(x, fn, name, allow_neg_inf=False)
+    arr = _checks.data_array(x, fn, name)
     if arr.ndim == 0:
         raise ValueError(f"{fn}: {name} must be an array [..., n], got a scalar {_fmt(arr)}")
     return arr
@@ -644,9 +644,9 @@ def private_price(
 
     Args:
       key: a PRNG key (typed or legacy); one key per call.
-      bids: ``[..., n]`` real, finite bids (``n >= 0``); values outside ``bounds``
-        are clipped to them. Leading dims are a batch of auctions. Traced or
-        concrete.
+      bids: ``[..., n]`` real bids (``n >= 0``; ``+inf`` is a bid above every
+        price); values outside ``bounds`` are clipped to them. Leading dims are
+        a batch of auctions. Traced or concrete.
       epsilon: ε > 0, number or array broadcasting with the batch shape; may be
         traced.
       bounds: the public pair ``(lo, hi)`` of prices, finite, ``0 <= lo < hi``.
@@ -655,11 +655,11 @@ def private_price(
 
     Returns:
       Float prices (float32, float64 under x64) of ``shape`` in ``[lo, hi]``.
-      Under tracing, invalid rows (NaN or infinite bids, a bad range, ε not
-      finite and > 0) give NaN; ``checkify`` reports why.
+      Under tracing, invalid rows (NaN bids, a bad range, ε not finite and > 0)
+      give NaN; ``checkify`` reports why.
 
     Raises:
-      ValueError: for NaN or infinite bids; ``bounds`` missing, given twice (as
+      ValueError: for NaN bids; ``bounds`` missing, given twice (as
         ``bounds`` and ``price_range``), or not a finite pair with
         ``0 <= lo < hi``; a concrete ε not finite and > 0; a bad ``shape``; a
         batched key.
@@ -795,7 +795,7 @@ def private_quantile(
 
     Args:
       key: a PRNG key (typed or legacy); one key per call.
-      data: ``[..., n]`` real and finite, ``n >= 0``. Values outside ``bounds`` are
+      data: ``[..., n]`` real, ``n >= 0`` (``±inf`` allowed). Values outside ``bounds`` are
         **clipped** to them (as in Smith 2011), not rejected. Leading dims are a
         batch of datasets. Traced or concrete.
       q: the quantile in ``[0, 1]``; number or array broadcasting with the batch
@@ -807,14 +807,14 @@ def private_quantile(
 
     Returns:
       Float array (float32, float64 under x64) of ``shape`` in ``[lo, hi]``. Under
-      tracing, invalid rows (NaN or infinite data, q outside [0, 1], a bad
-      ``bounds``, ε not finite and > 0) give NaN; ``checkify`` reports why.
+      tracing, invalid rows (NaN data, q outside [0, 1], a bad ``bounds``, ε not
+      finite and > 0) give NaN; ``checkify`` reports why.
 
     Raises:
-      ValueError: for NaN or infinite data; q outside [0, 1] or not finite;
+      ValueError: for NaN data; q outside [0, 1] or not finite;
         ``bounds`` not a finite pair with ``lo < hi`` (or whose width overflows);
         a concrete ε not finite and > 0; a bad ``shape``; a batched key. Never
-        for data values inside the domain (any finite value, any n >= 0).
+        for data values inside the domain (any value, ``±inf`` included, any n >= 0).
 
     Examples:
       >>> import jax, jax.numpy as jnp, jaxdp

@@ -141,8 +141,7 @@ def joint_top_k(
       <https://doi.org/10.1109/FOCS.2007.66>`_, FOCS 2007.
     """
     fn = "joint_top_k"
-    if not isinstance(monotonic, bool):
-        raise ValueError(f"{fn}: monotonic must be a bool, got {monotonic!r}")
+    monotonic = _checks.boolean(monotonic, fn, "monotonic")
     key, scores, epsilon, sensitivity, shape, k = _top_k.top_k_args(
         fn, key, scores, k, epsilon, sensitivity, shape, axis
     )

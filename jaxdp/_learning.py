@@ -86,7 +86,8 @@ def select_hypothesis(
     Raises:
       ValueError: ε not finite and > 0; ``predictions`` not at least 2-d; the
         example axes of predictions and labels differ or their batch shapes do not
-        broadcast; H = 0 or n = 0; bad ``shape`` or key.
+        broadcast; H = 0; bad ``shape`` or key. No examples (n = 0) is data, not
+        an error: every hypothesis then has 0 errors, and the draw is uniform.
 
     Examples:
       >>> import jax, jax.numpy as jnp, jaxdp
@@ -126,8 +127,6 @@ def select_hypothesis(
     num_h, n = predictions.shape[-2], predictions.shape[-1]
     if num_h == 0:
         raise ValueError(f"{fn}: predictions holds no hypotheses (H = 0)")
-    if n == 0:
-        raise ValueError(f"{fn}: there are no examples (n = 0); the sensitivity 1/n is undefined")
     predictions = jnp.broadcast_to(predictions, tuple(batch) + (num_h, n))
     labels = jnp.broadcast_to(labels, tuple(batch) + (n,))
     errors = jnp.sum(predictions != labels[..., None, :], axis=-1)

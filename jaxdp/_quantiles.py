@@ -284,7 +284,8 @@ def private_quantiles(
 
     Args:
       key: a PRNG key (typed or legacy); one key per call.
-      data: ``[..., n]`` real and finite; ``n = 0`` (empty data) is allowed.
+      data: ``[..., n]`` real (``±inf`` beyond the bounds, clipped like any such
+        value); ``n = 0`` (empty data) is allowed.
         Values outside ``bounds`` are **clipped** to them. Leading dims are a
         batch of datasets. Traced or concrete.
       qs: ``[m]``, ``m >= 1``, non-decreasing, in ``[0, 1]``; may be traced.
@@ -302,7 +303,7 @@ def private_quantiles(
       and > 0) give NaN; ``checkify`` reports why.
 
     Raises:
-      ValueError: NaN or infinite data; scalar data; ``qs`` not a non-empty 1-D
+      ValueError: NaN data; scalar data; ``qs`` not a non-empty 1-D
         array in [0, 1], non-decreasing; ``bounds`` not a finite pair with
         ``lo < hi``; a concrete ε not finite and > 0; a bad ``shape``; a batched
         key.
@@ -327,7 +328,7 @@ def private_quantiles(
     key = _checks.single_key(key, fn)
     _checks.positive(fn, epsilon=epsilon)
     bounds = _pair(bounds, fn, "bounds")
-    data = _checks.float_array(data, fn, "data", allow_neg_inf=False)
+    data = _checks.data_array(data, fn, "data")
     if data.ndim == 0:
         raise ValueError(f"{fn}: data must be an array [..., n], got a scalar")
     qs = _checks.float_array(qs, fn, "qs", allow_neg_inf=False)

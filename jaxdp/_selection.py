@@ -77,7 +77,8 @@ def _auto_max_repetitions(fn: str, gamma: float, eta: float, total_eps: float) -
     while size <= _MAX_SUPPORT:
         logp = repetition_log_probs(gamma, eta, size)
         tail = np.cumsum(np.exp(logp[::-1]))[::-1]  # tail[t-1] = P[T >= t] on the grid
-        closed = logp[-1] < logp.max() - 80 and logp[-1] < logp[-2]
+        # the tail is falling (or already impossible: T = 1 surely when gamma = 1)
+        closed = logp[-1] < logp.max() - 80 and (logp[-1] < logp[-2] or logp[-1] == -np.inf)
         if closed:
             below = np.nonzero(tail <= target)[0]
             if below.size:

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from . import _checks, _logits, _noisy_kernels
+from ._debug_check import debug_check
 from ._typing import Array, ArrayLike, PRNGKey
 
 
@@ -123,6 +124,12 @@ def _top_k_impl(key, scores, epsilon, sensitivity, *, k, monotonic, shape):
     fn = "top_k"
     _checks.debug_check_positive(fn, epsilon=epsilon, sensitivity=sensitivity)
     _checks.debug_check_scores(fn, scores)
+    if not jnp.issubdtype(scores.dtype, jnp.integer):  # the concrete check of top_k_args
+        debug_check(
+            jnp.all(jnp.sum(scores > -jnp.inf, axis=-1) >= k),
+            f"{fn}: every row of scores needs at least k={k} finite scores to select k "
+            "distinct outcomes",
+        )
     scale = _logits.scale_factor(epsilon / k, sensitivity, monotonic, _checks.compute_dtype())
     logits = _logits.from_scores(scores, scale)
     _checks.debug_check_selectable(fn, logits.row_max)

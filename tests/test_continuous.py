@@ -459,6 +459,7 @@ def test_piecewise_bad_arguments(kwargs, match):
     "bids, kwargs, match",
     [
         ([1.0, float("nan")], {}, "bids"),
+        ([1.0, float("inf")], {}, None),  # a bid above every price is data
         ([1.0], dict(bounds=(3.0, 3.0)), "lo < hi"),
         ([1.0], dict(bounds=(3.0, 1.0)), "lo < hi"),
         ([1.0], dict(bounds=(-1.0, 3.0)), "lo >= 0"),
@@ -483,11 +484,24 @@ def test_price_bad_arguments(bids, kwargs, match):
     assert "private_price" in str(info.value)
 
 
+def test_infinite_data_points_are_beyond_the_bounds():
+    # data, never an error: +-inf is clipped like any value outside the bounds
+    kw = dict(epsilon=1.0, bounds=(-5.0, 5.0), shape=(8,))
+    for inf, edge in ((np.inf, 5.0), (-np.inf, -5.0)):
+        np.testing.assert_array_equal(
+            jaxdp.private_quantile(KEY, [1.0, inf, 2.0], 0.5, **kw),
+            jaxdp.private_quantile(KEY, [1.0, edge, 2.0], 0.5, **kw),
+        )
+        np.testing.assert_array_equal(
+            jaxdp.private_quantiles(KEY, [1.0, inf, 2.0], [0.2, 0.5], **kw),
+            jaxdp.private_quantiles(KEY, [1.0, edge, 2.0], [0.2, 0.5], **kw),
+        )
+
+
 @pytest.mark.parametrize(
     "data, q, kwargs, match",
     [
         ([1.0, float("nan")], 0.5, {}, "data"),
-        ([1.0, float("inf")], 0.5, {}, "data"),
         ([1.0], -0.1, {}, "q must be in"),
         ([1.0], 1.5, {}, "q must be in"),
         ([1.0], float("nan"), {}, "q"),
@@ -527,7 +541,15 @@ def test_traced_bad_values_give_nan_and_checkify_reports():
     assert "epsilon must be finite" in str(err.get()) and np.all(np.isnan(out))
     err, out = checked(bids, 1.0)
     assert err.get() is None and np.all(np.isfinite(out))
-    assert np.all(np.isnan(jax.jit(price)(bids.at[0].set(jnp.inf), 1.0)))  # plain jit: NaN
+    assert np.all(np.isnan(jax.jit(price)(bids.at[0].set(jnp.nan), 1.0)))  # plain jit: NaN
+    # an infinite bid is a bid above every price: data, never an error or a NaN
+    err, out = checked(bids.at[0].set(jnp.inf), 1.0)
+    assert err.get() is None and np.all(np.isfinite(out))
+    np.testing.assert_array_equal(out, price(bids.at[0].set(3.5), 1.0))
+    np.testing.assert_array_equal(
+        jaxdp.private_price(KEY, bids.at[0].set(jnp.inf), epsilon=1.0, bounds=(0.0, 3.5)),
+        jaxdp.private_price(KEY, bids.at[0].set(3.5), epsilon=1.0, bounds=(0.0, 3.5)),
+    )
 
     def quantile(q):
         return jaxdp.private_quantile(KEY, jnp.arange(5.0), q, epsilon=1.0, bounds=(0, 5))

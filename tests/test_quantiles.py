@@ -298,8 +298,11 @@ def test_traced_invalid_input_gives_nan_and_checkify_reports():
 
     out = jax.jit(f)(-1.0, jnp.asarray(DATA_TIES))
     assert np.all(np.isnan(np.asarray(out)))
-    out = jax.jit(f)(1.0, jnp.array([1.0, jnp.inf]))
+    out = jax.jit(f)(1.0, jnp.array([1.0, jnp.nan]))
     assert np.all(np.isnan(np.asarray(out)))
+    # an infinite data point is beyond the bounds, like any other: clipped, not NaN
+    out = jax.jit(f)(1.0, jnp.array([1.0, jnp.inf]))
+    np.testing.assert_array_equal(out, jax.jit(f)(1.0, jnp.array([1.0, 10.0])))
     err, _ = checkify.checkify(jax.jit(f), errors=checkify.user_checks)(-1.0, DATA_TIES)
     assert "epsilon" in str(err.get())
 

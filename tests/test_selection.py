@@ -118,6 +118,19 @@ def test_default_truncation_meets_its_delta():
     assert score.shape == () and float(score) == float(cand["value"])
 
 
+def test_stop_probability_one_runs_once():
+    # gamma = 1: T = 1 surely (the tail test never saw a falling tail of -inf)
+    from jaxdp._selection import _auto_max_repetitions
+
+    assert _auto_max_repetitions("f", 1.0, 1.0, 3.0) == 1
+
+    def candidate(k):
+        return jax.random.uniform(k), jax.random.uniform(k)
+
+    score, cand = jaxdp.select_private_candidate(KEY, candidate, epsilon=1.0, stop_probability=1.0)
+    assert float(score) == float(cand)
+
+
 def test_jit_equals_eager_and_key_matters():
     kw = dict(epsilon=1.0, stop_probability=0.2, max_repetitions=50)
     eager = jaxdp.select_private_candidate(KEY, uniform_candidate, **kw)

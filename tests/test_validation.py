@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.experimental import checkify
+from laws import assert_matches_law
 
 import jaxdp
 
@@ -168,8 +169,26 @@ def test_select_hypothesis_shapes():
         jaxdp.select_hypothesis(KEY, jnp.ones((2, 2, 3)), jnp.ones((3, 3)), epsilon=1.0)
     with pytest.raises(ValueError, match="H = 0"):
         jaxdp.select_hypothesis(KEY, jnp.ones((0, 3)), jnp.ones(3), epsilon=1.0)
-    with pytest.raises(ValueError, match="n = 0"):
-        jaxdp.select_hypothesis(KEY, jnp.ones((2, 0)), jnp.ones(0), epsilon=1.0)
+    # no examples is data, not an error: every hypothesis has 0 errors, a uniform draw
+    draws = jaxdp.select_hypothesis(
+        KEY, jnp.ones((3, 0)), jnp.ones(0), epsilon=1.0, shape=(30_000,)
+    )
+    assert_matches_law(draws, np.full(3, 1 / 3))
+    with pytest.raises(AssertionError):
+        assert_matches_law(draws, np.array([0.4, 0.3, 0.3]))
+
+
+def test_empty_categorical_data_draw_uniformly():
+    # an empty dataset never raises (it is every one-record dataset's neighbour)
+    for shape in ((0,), (2, 0)):
+        out = jaxdp.private_mode(KEY, jnp.zeros(shape, jnp.int32), epsilon=1.0, num_categories=3)
+        assert out.shape == shape[:-1]
+    draws = jaxdp.private_mode(
+        KEY, jnp.zeros((0,), jnp.int32), epsilon=1.0, num_categories=3, shape=(30_000,)
+    )
+    assert_matches_law(draws, np.full(3, 1 / 3))
+    with pytest.raises(AssertionError):
+        assert_matches_law(draws, np.array([0.4, 0.3, 0.3]))
 
 
 # ----------------------------------------------------------------------------- traced
@@ -282,3 +301,64 @@ def test_boolean_rejects_everything_else(bad):
 def test_boolean_rejects_tracers():
     with pytest.raises(ValueError, match="must be a bool"):
         jax.jit(lambda b: _checks.boolean(b, "f", "flag"))(True)
+
+
+# ----------------------------------------------------------------------------- audit, stop 39
+
+
+def test_noise_scale_must_fit_the_compute_dtype():
+    # eps and sensitivity are each fine; their ratio overflows or vanishes in float32
+    for eps, sens in ((1e-30, 1e30), (1e30, 1e-30)):
+        with pytest.raises(ValueError, match=r"laplace: the noise scale sensitivity / epsilon"):
+            jaxdp.laplace(KEY, jnp.zeros(2), epsilon=eps, sensitivity=sens)
+    with pytest.raises(ValueError, match="gaussian: the noise standard deviation sigma = inf"):
+        jaxdp.gaussian(KEY, jnp.zeros(2), epsilon=1.0, delta=1e-5, sensitivity=3e38)
+    checked = checkify.checkify(
+        jax.jit(lambda e, s: jaxdp.laplace(KEY, jnp.zeros(2), epsilon=e, sensitivity=s)),
+        errors=checkify.user_checks,
+    )
+    err, out = checked(1e30, 1e-30)
+    assert "overflows or vanishes" in str(err.get()) and np.all(np.isnan(out))
+    err, out = checked(1.0, 1.0)
+    assert err.get() is None and np.all(np.isfinite(out))
+
+
+def test_empty_pytrees_map_to_themselves():
+    assert jaxdp.laplace(KEY, {}, epsilon=1.0, sensitivity=1.0) == {}
+    assert jaxdp.gaussian(KEY, {}, epsilon=1.0, delta=1e-5, sensitivity=1.0) == {}
+    assert jaxdp.laplace(KEY, [], epsilon=1.0, sensitivity=1.0).shape == (0,)
+
+
+def test_bools_are_not_numbers_axes_or_dims():
+    scores = jnp.zeros((2, 3))
+    for kw in (
+        dict(epsilon=np.array([True, True])),
+        dict(epsilon=jnp.array(True)),
+        dict(sensitivity=jnp.array(True)),
+        dict(axis=True),
+        dict(shape=(True,)),
+    ):
+        args = dict(epsilon=1.0, sensitivity=1.0) | kw
+        with pytest.raises(ValueError, match="epsilon|sensitivity|axis|shape"):
+            jaxdp.exponential(KEY, scores, **args)
+    # flags accept NumPy bools everywhere, joint_top_k included
+    a = jaxdp.joint_top_k(KEY, jnp.arange(5.0), 2, epsilon=1.0, sensitivity=1.0, monotonic=np.True_)
+    b = jaxdp.joint_top_k(KEY, jnp.arange(5.0), 2, epsilon=1.0, sensitivity=1.0, monotonic=True)
+    np.testing.assert_array_equal(a, b)
+
+
+def test_too_many_categories_is_a_value_error():
+    for fn in (jaxdp.randomized_response, jaxdp.private_mode):
+        with pytest.raises(ValueError, match=r"num_categories must be an int <= 2147483647"):
+            fn(KEY, jnp.zeros(3, jnp.int32), epsilon=1.0, num_categories=2**31)
+
+
+def test_top_k_traced_too_few_finite_scores_reported():
+    checked = checkify.checkify(
+        jax.jit(lambda s: jaxdp.top_k(KEY, s, 2, epsilon=1.0, sensitivity=1.0)),
+        errors=checkify.user_checks,
+    )
+    err, _ = checked(jnp.array([-jnp.inf, 0.0, -jnp.inf]))
+    assert "at least k=2 finite scores" in str(err.get())
+    err, _ = checked(jnp.array([-jnp.inf, 0.0, 1.0]))
+    assert err.get() is None

@@ -32,9 +32,9 @@ class PrecisionWarning(UserWarning):
 
 
 def _wide_values(x: Any) -> np.ndarray | None:
-    """Host values (a NumPy array, a Python number or list) of float64 or 64-bit
-    integers while the compute dtype is float32, as float64; else None. Their
-    float32 rounding is not the value: :func:`_split` keeps the rest."""
+    """Host values (a NumPy array, a Python number or list) of float64, 64-bit
+    integers or Python ints beyond them, while the compute dtype is float32; else
+    None. Their float32 rounding is not the value: :func:`_split` keeps the rest."""
     if isinstance(x, (jax.Array, jax.core.Tracer, str, bytes)) or x is None:
         return None
     if _checks.compute_dtype() == np.float64:
@@ -44,19 +44,72 @@ def _wide_values(x: Any) -> np.ndarray | None:
     except (TypeError, ValueError, OverflowError):
         return None
     if host.dtype == np.float64 or (host.dtype.kind in "iu" and host.dtype.itemsize == 8):
-        return host.astype(np.float64)
+        return host
+    if host.dtype == object and host.size and all(type(v) is int for v in host.ravel()):
+        return host
     return None
 
 
-def _split(host: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """float64 ``host`` as float32 ``(hi, lo)``: ``hi`` the nearest float32, ``lo``
-    the nearest float32 to the rest (``host - hi`` is exact in float64, by
-    Sterbenz), so ``hi + lo`` holds the value to 48 bits (relative ``2**-48``).
-    Values beyond float32's range keep ``hi = ±inf`` for the finiteness check."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        hi = host.astype(np.float32)
-        lo = np.where(np.isfinite(hi), host - hi.astype(np.float64), 0.0).astype(np.float32)
-    return hi, lo
+def _split(host: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``host`` (float64, 64-bit or Python integers) as float32 ``(hi, mid, lo)``
+    with ``hi + mid + lo`` equal to each value *exactly*: ``hi`` the nearest
+    float32, ``mid`` the nearest to the rest, ``lo`` the rest of that (for float64,
+    ``x - hi`` and ``r - mid`` are exact by Sterbenz and 53 bits leave ``lo`` at
+    most 5; integers are split in Python's exact arithmetic). Values beyond
+    float32's range keep ``hi = ±inf`` (their release rounds to it) and 0 parts;
+    the low parts of values near float32's smallest normal may be subnormal,
+    which XLA flushes (an absolute error below 2**-126)."""
+    if host.dtype == np.float64:
+        with np.errstate(over="ignore", invalid="ignore"):
+            hi = host.astype(np.float32)
+            fin = np.isfinite(hi)
+            r = np.where(fin, host - hi.astype(np.float64), 0.0)
+            mid = r.astype(np.float32)
+            lo = (r - mid.astype(np.float64)).astype(np.float32)
+        return hi, mid, lo
+    flat = [int(v) for v in host.ravel()]
+    parts = np.zeros((3, len(flat)), np.float32)
+    for i, v in enumerate(flat):
+        with np.errstate(over="ignore"):
+            hi = np.float32(float(v)) if abs(v) < 2**1000 else np.float32(np.sign(v) * np.inf)
+        if not np.isfinite(hi):
+            parts[:, i] = (hi, 0, 0)
+            continue
+        r = v - int(hi)
+        mid = np.float32(float(r))
+        parts[:, i] = (hi, mid, np.float32(r - int(mid)))  # |r - mid| < 2**17: exact
+    hi, mid, lo = (p.reshape(host.shape) for p in parts)
+    return hi, mid, lo
+
+
+def _wide_parts(leaf: Any, wide: np.ndarray | None):
+    """``(values for the checks, parts)``: for host values of a wide type, their
+    float32 parts (:func:`_split`) and, for the checks and the shapes, ``hi``
+    with values beyond float32's range clipped to its largest finite value (their
+    release rounds to ±inf, as the exact sum does); else ``(leaf, None)``.
+    Non-finite float64 values go to the checks as they are, which refuse them."""
+    if wide is None or (wide.dtype == np.float64 and not np.all(np.isfinite(wide))):
+        return leaf, None
+    parts = _split(wide)
+    big = np.finfo(np.float32).max
+    return np.clip(parts[0], -big, big), parts
+
+
+def _needed(parts, values: Array, scale: Array, out_dtype):
+    """``parts`` where some value is not float32 (a non-zero low part, or beyond
+    float32's range) at a spacing above the resolution, or where the scale is
+    traced; else None: resolved values keep the plain float32 sum, the same
+    release as before."""
+    if parts is None:
+        return None
+    inexact = (parts[1] != 0) | (parts[2] != 0) | ~np.isfinite(parts[0])
+    if not np.any(inexact):
+        return None
+    if _checks.is_concrete(scale):
+        resolved = np.asarray(_resolved(values, jnp.asarray(scale), out_dtype))
+        if not np.any(np.broadcast_to(inexact, resolved.shape) & ~resolved):
+            return None
+    return parts
 
 
 @_checks.eager
@@ -263,9 +316,9 @@ def laplace(
     post-processing, for every value: IEEE addition rounds correctly, and host
     values of float64 or 64-bit integers (with x64 off, where ``jnp.asarray``
     would round them to float32 first, or wrap int64 modulo 2**32) are split
-    into two float32 parts (48 bits) that join the sum exactly, wherever the
-    output spacing (ulp) at the value exceeds ``NOISE_RESOLUTION = 2**-10`` of
-    b. Below that resolution the input rounding is what the bound covers: the
+    into three float32 parts that hold them exactly and join the sum exactly,
+    whenever some value's output spacing (ulp) exceeds ``NOISE_RESOLUTION =
+    2**-10`` of b. Below that resolution the input rounding is what the bound covers: the
     rounding of the sum is at most b·2**-11 (P[release == value] ≤ 2**-11), and
     a value rounded on input moves by at most ulp/2 ≤ b·2**-11, so declaring Δ₁
     + m·ulp/2 instead of Δ₁ (ε' ≤ ε + m·2**-11) covers it. **Data never raise**
@@ -348,27 +401,29 @@ def laplace(
         _check_scale(fn, "the noise scale sensitivity / epsilon", sensitivity, epsilon)
 
     def one(key, leaf, shape, out_dtype):
+        wide = _wide_values(leaf)
+        if granularity is not None and wide is not None:
+            wide = _grid_host(wide, granularity)  # exact grid points of host values
+        checked, parts = _wide_parts(leaf, wide)
         _, values, p, shape = _values_args(
-            fn, None, leaf, shape, epsilon=epsilon, sensitivity=sensitivity
+            fn, None, checked, shape, epsilon=epsilon, sensitivity=sensitivity
         )
-        wide, lo = _wide_values(leaf), None
         if granularity is None:
-            _warn_unresolved(fn, values, p["sensitivity"] / p["epsilon"], out_dtype, "scale")
-            if wide is not None and np.any(_split(wide)[1] != 0):
-                lo = jnp.asarray(_split(wide)[1])
+            scale = p["sensitivity"] / p["epsilon"]
+            _warn_unresolved(fn, values, scale, out_dtype, "scale")
+            parts = _needed(parts, values, scale, out_dtype)
         else:
             _check_grid(fn, values, epsilon, sensitivity, granularity, out_dtype)
-            if wide is not None and np.all(np.isfinite(wide)):
-                grid = _grid_host(wide, granularity)
-                # The float32 path grids the rounded value: the same points unless
-                # the rounding moved one, or a point needs more than float32.
+            # The float32 path grids the rounded value: the same points unless the
+            # rounding moved one, or a point needs more than float32.
+            if parts is not None and not np.any(parts[1] != 0) and not np.any(parts[2] != 0):
                 same = _grid_host(np.asarray(values, np.float64), granularity)
-                if np.any(grid != same):
-                    values, lo = (jnp.asarray(part) for part in _split(grid))
+                if np.all(parts[0].astype(np.float64) == same):
+                    parts = None
         return _laplace_impl(
             key,
             values,
-            lo,
+            parts,
             p["epsilon"],
             p["sensitivity"],
             shape=shape,
@@ -483,9 +538,16 @@ def _check_grid(fn, values, epsilon, sensitivity, gamma, out_dtype):
 
 
 def _grid_host(host: np.ndarray, gamma: float) -> np.ndarray:
-    """float64 values rounded to the nearest point of γℤ (as :func:`_laplace_impl`
-    does in the compute dtype), exactly: at or above ``γ 2**52`` a float64 is
-    already a multiple of γ."""
+    """Host values rounded to the nearest point of γℤ (as :func:`_laplace_impl`
+    does in the compute dtype), exactly: float64 (at or above ``γ 2**52`` a float64
+    is already a multiple of γ), or integers (Python ints: on the grid already
+    when γ <= 1)."""
+    if host.dtype != np.float64:
+        if gamma <= 1:
+            return host
+        g = int(gamma)
+        flat = [((2 * int(v) + g) // (2 * g)) * g for v in host.ravel()]  # floor(v/γ + 1/2) γ
+        return np.array(flat, dtype=object).reshape(host.shape)
     with np.errstate(over="ignore", invalid="ignore"):
         big = np.abs(host) >= gamma * 2.0**52
         q = np.where(big, 0.0, host) / gamma
@@ -502,31 +564,45 @@ def _round_half_up(q):
     return fl + ((q - fl) >= 0.5)
 
 
-def _exact_sum(hi: Array, lo: Array, noise: Array) -> Array:
-    """``hi + lo + noise`` rounded once to the nearest float (ties to even), for
-    ``lo`` at most half an ulp of ``hi``: so the release is a post-processing of
-    the exact sum. TwoSum gives ``hi + noise = s + e`` exactly; ``e + lo`` is
-    then rounded *to odd* (the nearest float, moved one ulp away from an even
-    last bit when inexact), which cannot land on a rounding boundary of ``s``'s
-    precision: ``|e + lo|`` is at most about ``2**-23 |s|`` unless ``hi + noise``
-    cancelled, and then ``e = 0`` (Sterbenz) and ``e + lo = lo`` is exact (Boldo &
-    Melquiond 2008, rounding to odd). With ``lo = 0`` this is ``fl(hi + noise)``."""
-    s, e = _tf.two_sum(hi, noise)
-    r, err = _tf.two_sum(e, lo)
+def _odd_add(a: Array, b: Array) -> Array:
+    """``a + b`` rounded *to odd*: the nearest float, moved one ulp away from an even
+    last bit when the sum is inexact (the error of TwoSum is not 0)."""
+    r, err = _tf.two_sum(a, b)
     word = {4: jnp.uint32, 8: jnp.uint64}[jnp.dtype(r.dtype).itemsize]
     bits = jax.lax.bitcast_convert_type(r, word)
     inexact_even = (err != 0) & ((bits & 1) == 0)
     away = (err > 0) == (r > 0)  # the exact value is farther from 0 than r
     one = jnp.ones_like(bits)
     bits = jnp.where(inexact_even, jnp.where(away, bits + one, bits - one), bits)
-    return s + jax.lax.bitcast_convert_type(bits, r.dtype)
+    return jax.lax.bitcast_convert_type(bits, r.dtype)
+
+
+def _exact_sum(hi: Array, mid: Array, lo: Array, noise: Array) -> Array:
+    """``hi + mid + lo + noise`` rounded once to the nearest float (ties to even):
+    so the release is a post-processing of the exact sum. TwoSums turn the four
+    terms into an exact expansion ``h + t1 + w + x`` whose head ``h`` is the
+    rounded sum of the two largest parts; the tail is added *rounded to odd*,
+    smallest first, and the head last, rounded to nearest (Boldo & Melquiond
+    2008, rounding to odd). Checked against exact rational arithmetic on 10**5
+    adversarial cases (ties, float32 midpoints of int64 values from 2**30 to
+    2**62, cancellation; ``tests/test_additive.py``). The noise passes an
+    optimization barrier: a product contracted into the first sum (an FMA)
+    would break TwoSum. A non-finite sum (an overflow) is returned as it is."""
+    noise = jax.lax.optimization_barrier(noise)
+    s, e = _tf.two_sum(hi, noise)
+    t, f = _tf.two_sum(mid, lo)
+    p, q = _tf.two_sum(e, t)
+    w, x = _tf.two_sum(q, f)
+    h, t1 = _tf.two_sum(s, p)
+    out = h + _odd_add(t1, _odd_add(w, x))
+    return jnp.where(jnp.isfinite(s), out, s)
 
 
 @partial(jax.jit, static_argnames=("shape", "granularity", "out_dtype"))
-def _laplace_impl(key, values, lo, epsilon, sensitivity, *, shape, granularity, out_dtype):
-    """The release; ``lo`` (None, or the low parts of host values of float64 or
-    64-bit integers, :func:`_split`; with ``granularity`` of their grid points,
-    which ``values`` then holds) joins the sum exactly (:func:`_exact_sum`)."""
+def _laplace_impl(key, values, parts, epsilon, sensitivity, *, shape, granularity, out_dtype):
+    """The release. ``parts`` (None, or the float32 parts of host values of a wide
+    type, :func:`_split`; with ``granularity``, of their grid points) replace
+    ``values`` in the sum, which is then exact (:func:`_exact_sum`)."""
     fn = "laplace"
     _checks.debug_check_positive(fn, epsilon=epsilon, sensitivity=sensitivity)
     debug_check(jnp.all(jnp.isfinite(values)), f"{fn}: values must be finite (no NaN or inf)")
@@ -542,22 +618,18 @@ def _laplace_impl(key, values, lo, epsilon, sensitivity, *, shape, granularity, 
         )
         scale = jnp.where(ok, scale, jnp.nan)
         noise = jnp.broadcast_to(scale, shape) * _random.laplace(key, shape, dtype)
-        if lo is None:
+        if parts is None:
             out = jnp.broadcast_to(values, shape) + noise
         else:
-            # Where the value is resolved, its float32 rounding costs at most
-            # 2**-11 of the scale (the stated bound): the same release as a
-            # float32 value. Elsewhere the low part joins the sum.
-            lo = jnp.where(_resolved(values, scale, out_dtype), jnp.zeros_like(lo), lo)
-            out = _exact_sum(jnp.broadcast_to(values, shape), jnp.broadcast_to(lo, shape), noise)
+            out = _exact_sum(*(jnp.broadcast_to(jnp.asarray(q), shape) for q in parts), noise)
         return jnp.where(jnp.broadcast_to(ok, shape), out, jnp.nan).astype(out_dtype)
     gamma = jnp.asarray(granularity, dtype)
     steps = jnp.ceil(sensitivity / gamma) / epsilon  # noise scale in grid steps
     fits = jnp.all(steps <= _grid_limit(dtype))
     debug_check(fits, "laplace: granularity too fine for epsilon and sensitivity")
     k = _random.discrete_laplace(key, shape, jnp.broadcast_to(steps, shape), dtype)
-    if lo is not None:  # values and lo: the grid points of host values
-        out = _exact_sum(jnp.broadcast_to(values, shape), jnp.broadcast_to(lo, shape), k * gamma)
+    if parts is not None:  # the parts of the grid points of host values
+        out = _exact_sum(*(jnp.broadcast_to(jnp.asarray(q), shape) for q in parts), k * gamma)
     else:
         # At or above γ 2**nmant a value is already a multiple of γ, and the
         # release is that value plus γk rounded once; below, q = values/γ is exact
@@ -786,18 +858,17 @@ def gaussian(
         _check_scale(fn, "the noise standard deviation sigma", sigma, None)
 
     def one(key, leaf, shape, out_dtype):
+        checked, parts = _wide_parts(leaf, _wide_values(leaf))
         _, values, p, shape = _values_args(
-            fn, None, leaf, shape, epsilon=epsilon, delta=delta, sensitivity=sensitivity
+            fn, None, checked, shape, epsilon=epsilon, delta=delta, sensitivity=sensitivity
         )
-        lo, wide = None, _wide_values(leaf)
         if sigma is not None:
             _warn_unresolved(fn, values, sigma, out_dtype, "standard deviation")
-        if wide is not None and np.any(_split(wide)[1] != 0):
-            lo = jnp.asarray(_split(wide)[1])
+        parts = _needed(parts, values, sigma, out_dtype)
         return _gaussian_impl(
             key,
             values,
-            lo,
+            parts,
             p["epsilon"],
             p["delta"],
             p["sensitivity"],
@@ -810,8 +881,8 @@ def gaussian(
 
 
 @partial(jax.jit, static_argnames=("shape", "out_dtype"))
-def _gaussian_impl(key, values, lo, epsilon, delta, sensitivity, sigma, *, shape, out_dtype):
-    """The release; ``lo`` as in :func:`_laplace_impl`."""
+def _gaussian_impl(key, values, parts, epsilon, delta, sensitivity, sigma, *, shape, out_dtype):
+    """The release; ``parts`` as in :func:`_laplace_impl`."""
     fn = "gaussian"
     _checks.debug_check_positive(fn, epsilon=epsilon, sensitivity=sensitivity)
     ok_delta = jnp.all((delta > 0) & (delta < 1))
@@ -827,9 +898,8 @@ def _gaussian_impl(key, values, lo, epsilon, delta, sensitivity, sigma, *, shape
     sigma = jnp.where(ok, sigma, jnp.nan)
     noise = _random.normal(key, shape, values.dtype)  # tails to 9.4 sigma (SECURITY.md)
     noise = jnp.broadcast_to(sigma, shape) * noise
-    if lo is None:
+    if parts is None:
         out = jnp.broadcast_to(values, shape) + noise
     else:
-        lo = jnp.where(_resolved(values, sigma, out_dtype), jnp.zeros_like(lo), lo)
-        out = _exact_sum(jnp.broadcast_to(values, shape), jnp.broadcast_to(lo, shape), noise)
+        out = _exact_sum(*(jnp.broadcast_to(jnp.asarray(q), shape) for q in parts), noise)
     return jnp.where(jnp.broadcast_to(ok, shape), out, jnp.nan).astype(out_dtype)

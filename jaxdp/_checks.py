@@ -99,8 +99,8 @@ def single_key(key: PRNGKey, fn: str) -> PRNGKey:
 
 def wide_host(x: Any) -> np.ndarray | None:
     """``x`` as a NumPy array when it is host data (a NumPy array, a Python number
-    or a nested list of them) of 64-bit integers and the compute dtype is float32
-    (``jax_enable_x64`` off); else None.
+    or a nested list of them) of 64-bit integers (or Python ints beyond them) and
+    the compute dtype is float32 (``jax_enable_x64`` off); else None.
 
     ``jnp.asarray`` would truncate such integers to int32, wrapping them modulo
     2**32 (2**31 + 10 becomes -2**31 + 10, a millisecond timestamp becomes noise),
@@ -118,6 +118,8 @@ def wide_host(x: Any) -> np.ndarray | None:
         return None
     if host.dtype.kind in "iu" and host.dtype.itemsize == 8:
         return host
+    if host.dtype == object and host.size and all(type(v) is int for v in host.ravel()):
+        return host  # Python ints beyond 64 bits
     return None
 
 
@@ -263,8 +265,10 @@ def _wide_scores(host: np.ndarray, axis: Any) -> np.ndarray:
         top = np.max(host, axis=ax, keepdims=True)
     except (TypeError, ValueError, IndexError):
         return _wide_to_float(host)
-    # max - s is in [0, 2**64): exact in uint64's modular arithmetic.
-    gaps = top.astype(np.uint64) - host.astype(np.uint64)
+    if host.dtype == object:  # Python ints: exact gaps in Python arithmetic
+        gaps = top - host
+    else:  # max - s is in [0, 2**64): exact in uint64's modular arithmetic.
+        gaps = top.astype(np.uint64) - host.astype(np.uint64)
     if gaps.size == 0 or int(gaps.max()) <= np.iinfo(np.int32).max:
         return (-gaps.astype(np.int64)).astype(np.int32)
     return -gaps.astype(np.float64).astype(compute_dtype())

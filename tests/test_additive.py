@@ -96,6 +96,17 @@ from jax.experimental import checkify  # noqa: E402
 from jaxdp._additive import PrecisionWarning, _analytic_sigma_traced, _sigma_up  # noqa: E402
 
 
+def _round_fraction(exact) -> np.float32:
+    """The float32 nearest to the rational ``exact``, ties to even."""
+    c = np.float32(float(exact))
+    cands = [np.nextafter(c, np.float32(-np.inf)), c, np.nextafter(c, np.float32(np.inf))]
+    gaps = [abs(Fraction(float(x)) - exact) for x in cands]
+    best = [x for x, g in zip(cands, gaps, strict=True) if g == min(gaps)]
+    if len(best) > 1:
+        best = [x for x in best if not int(np.float32(x).view(np.uint32)) & 1]
+    return best[0]
+
+
 def _rounded_sum(values, noise) -> np.ndarray:
     """float32 of the exact real ``values + noise`` (float64 arrays), ties to even."""
     out = []
@@ -168,6 +179,52 @@ def test_wide_host_values_are_summed_exactly(fn, value):
     # rounding the value to float32 first gives other releases (the test can fail)
     entry = np.float32(float(value)).astype(np.float64)
     assert np.any(_rounded_sum(np.full(1000, entry), noise) != out)
+
+
+def test_exact_sum_is_the_correctly_rounded_sum():
+    # float32 parts of int64 values at float32 midpoints (2**30 to 2**62), of float64
+    # values, with noise at every scale and cancelling the value, against rationals
+    from jaxdp._additive import _exact_sum, _split
+
+    rng = np.random.default_rng(4)
+    vals, noise = [], []
+    for k in range(30, 63, 4):
+        ulp = 2 ** (k - 24)
+        for _ in range(150):
+            mid = int(rng.integers(2 ** (k - 1), 2**k)) // ulp * ulp + ulp // 2
+            vals.append((mid + int(rng.integers(-3, 4))) * int(rng.choice([-1, 1])))
+            noise.append(rng.laplace() * 10.0 ** rng.uniform(-3, 3) * rng.choice([1, ulp]))
+    x = rng.uniform(-1, 1, 1500) * 10.0 ** rng.uniform(-15, 25, 1500)
+    z = x * 10.0 ** rng.uniform(-25, 1, 1500)
+    z[::3] = -x[::3]  # cancellation
+    vals += list(x)
+    noise = np.concatenate([np.asarray(noise), z]).astype(np.float32)
+    parts = [
+        np.concatenate(a)
+        for a in zip(_split(np.array(vals[:-1500], dtype=object)), _split(x), strict=True)
+    ]
+    out = np.asarray(jax.jit(_exact_sum)(*parts, noise))
+    exact = [Fraction(v) + Fraction(float(n)) for v, n in zip(vals, noise, strict=True)]
+    np.testing.assert_array_equal(out, [_round_fraction(e) for e in exact])
+    # 48 bits (hi + mid, no lo) misround some of them: the test can fail
+    short = np.asarray(jax.jit(_exact_sum)(parts[0], parts[1], 0 * parts[2], noise))
+    assert np.any(short != out)
+
+
+def test_neighbours_at_a_float32_midpoint_of_int64():
+    # c = M - 1 and M + 0, M a float32 midpoint at 2**52: the exact release rounds
+    # down with probability 1 - e**-1/2 and 1/2 (ties to even); a 48-bit value
+    # rounded c + 1 onto M + 2**4 and put the ratio near e**16.
+    k, n = 52, 100_000
+    m = 2**k + 2 ** (k - 24)
+    down = []
+    for c in (m - 1, m):
+        out = jaxdp.laplace(
+            jax.random.key(2), np.int64(c), epsilon=1.0, sensitivity=1.0, shape=(n,)
+        )
+        down.append(np.mean(np.asarray(out, np.float64) == 2.0**k))
+    for got, want in zip(down, (1 - np.exp(-1) / 2, 0.5), strict=True):
+        assert abs(got - want) < 5 * np.sqrt(want * (1 - want) / n), (got, want)
 
 
 def test_laplace_large_but_resolved_value_keeps_its_law():

@@ -208,9 +208,10 @@ def _spacing(x: Array, dtype) -> Array:
 
 def _resolved(values: Array, scale: Array, dtype) -> Array:
     """Elementwise: the spacing of ``dtype`` at the value is at most
-    ``NOISE_RESOLUTION * scale`` (False where the value is not finite)."""
+    ``NOISE_RESOLUTION * scale`` (False where the value is not finite, in its own
+    dtype or in ``dtype``: 7e4 is beyond float16)."""
     ok = _spacing(values, dtype) <= NOISE_RESOLUTION * scale
-    return ok & jnp.isfinite(values)
+    return ok & jnp.isfinite(values) & jnp.isfinite(values.astype(dtype))
 
 
 @_checks.eager

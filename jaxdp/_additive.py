@@ -31,25 +31,6 @@ class PrecisionWarning(UserWarning):
     is that spacing. Data never raise, so this is a warning, not an error."""
 
 
-def _wide_values(x: Any) -> np.ndarray | None:
-    """Host values (a NumPy array, a Python number or list) of float64, 64-bit
-    integers or Python ints beyond them, while the compute dtype is float32; else
-    None. Their float32 rounding is not the value: :func:`_split` keeps the rest."""
-    if isinstance(x, (jax.Array, jax.core.Tracer, str, bytes)) or x is None:
-        return None
-    if _checks.compute_dtype() == np.float64:
-        return None
-    try:
-        host = np.asarray(x)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    if host.dtype == np.float64 or (host.dtype.kind in "iu" and host.dtype.itemsize == 8):
-        return host
-    if host.dtype == object and host.size and all(type(v) is int for v in host.ravel()):
-        return host
-    return None
-
-
 def _split(host: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``host`` (float64, 64-bit or Python integers) as float32 ``(hi, mid, lo)``
     with ``hi + mid + lo`` equal to each value *exactly*: ``hi`` the nearest
@@ -402,7 +383,7 @@ def laplace(
         _check_scale(fn, "the noise scale sensitivity / epsilon", sensitivity, epsilon)
 
     def one(key, leaf, shape, out_dtype):
-        wide = _wide_values(leaf)
+        wide = _checks.wide_host(leaf, floats=True)
         if granularity is not None and wide is not None:
             wide = _grid_host(wide, granularity)  # exact grid points of host values
         checked, parts = _wide_parts(leaf, wide)
@@ -449,10 +430,10 @@ def _check_scale(fn: str, what: str, numerator, epsilon) -> None:
     compute dtype: ε and Δ are each fine, their ratio is not (1e30 / 1e-30)."""
     if not all(_checks.is_concrete(v) for v in (numerator, epsilon)):
         return
-    with np.errstate(all="ignore"):
-        ratio = np.asarray(numerator, np.float64)
-        if epsilon is not None:
-            ratio = np.asarray(numerator, np.float64) / np.asarray(epsilon, np.float64)
+    ratio = np.asarray(numerator, np.float64)
+    if epsilon is not None:
+        with np.errstate(all="ignore"):
+            ratio = ratio / np.asarray(epsilon, np.float64)
     info = np.finfo(_checks.compute_dtype())
     bad = ~((ratio >= float(info.tiny)) & (ratio <= float(info.max)))
     if np.any(bad):
@@ -859,7 +840,7 @@ def gaussian(
         _check_scale(fn, "the noise standard deviation sigma", sigma, None)
 
     def one(key, leaf, shape, out_dtype):
-        checked, parts = _wide_parts(leaf, _wide_values(leaf))
+        checked, parts = _wide_parts(leaf, _checks.wide_host(leaf, floats=True))
         _, values, p, shape = _values_args(
             fn, None, checked, shape, epsilon=epsilon, delta=delta, sensitivity=sensitivity
         )

@@ -19,16 +19,9 @@ from ._typing import Array, ArrayLike, PRNGKey
 @_checks.eager
 def _categories(values: ArrayLike, fn: str, num_categories: int) -> Array:
     """int32 categories; concrete values must be integers in [0, num_categories)."""
-    wide = _checks.wide_host(values)
-    if wide is not None and wide.size:  # 64-bit ids: check the range before int32
-        bad = (wide < 0) | (wide >= num_categories)
-        if np.any(bad):
-            raise ValueError(
-                f"{fn}: values must be categories in [0, num_categories={num_categories}), "
-                f"got {wide[bad].ravel()[:4].tolist()}"
-            )
+    wide = _checks.wide_host(values)  # 64-bit ids: int32 would wrap them into range
     if wide is not None:
-        values = wide.astype(np.int32)
+        values = np.clip(wide, -1, num_categories).astype(np.int32)
     try:
         arr = jnp.asarray(values)
     except (TypeError, ValueError) as err:
@@ -44,7 +37,7 @@ def _categories(values: ArrayLike, fn: str, num_categories: int) -> Array:
                     f"{np.array2string(host[host != np.round(host)][:4])}"
                 )
     if _checks.is_concrete(arr) and arr.size:
-        host = np.asarray(arr)
+        host = wide if wide is not None else np.asarray(arr)
         bad = (host < 0) | (host >= num_categories)
         if np.any(bad):
             raise ValueError(

@@ -97,10 +97,11 @@ def single_key(key: PRNGKey, fn: str) -> PRNGKey:
 # ----------------------------------------------------------------------------- arrays
 
 
-def wide_host(x: Any) -> np.ndarray | None:
+def wide_host(x: Any, *, floats: bool = False) -> np.ndarray | None:
     """``x`` as a NumPy array when it is host data (a NumPy array, a Python number
-    or a nested list of them) of 64-bit integers (or Python ints beyond them) and
-    the compute dtype is float32 (``jax_enable_x64`` off); else None.
+    or a nested list of them) of 64-bit integers (or Python ints beyond them), or
+    with ``floats`` of float64, and the compute dtype is float32
+    (``jax_enable_x64`` off); else None.
 
     ``jnp.asarray`` would truncate such integers to int32, wrapping them modulo
     2**32 (2**31 + 10 becomes -2**31 + 10, a millisecond timestamp becomes noise),
@@ -117,6 +118,8 @@ def wide_host(x: Any) -> np.ndarray | None:
     except (TypeError, ValueError, OverflowError):
         return None
     if host.dtype.kind in "iu" and host.dtype.itemsize == 8:
+        return host
+    if floats and host.dtype == np.float64:
         return host
     if host.dtype == object and host.size and all(type(v) is int for v in host.ravel()):
         return host  # Python ints beyond 64 bits

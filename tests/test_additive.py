@@ -109,16 +109,10 @@ def _round_fraction(exact) -> np.float32:
 
 def _rounded_sum(values, noise) -> np.ndarray:
     """float32 of the exact real ``values + noise`` (float64 arrays), ties to even."""
-    out = []
-    for v, z in zip(np.ravel(values), np.ravel(noise), strict=True):
-        exact = Fraction(float(v)) + Fraction(float(z))
-        c = np.float32(float(exact))
-        cands = [np.nextafter(c, np.float32(-np.inf)), c, np.nextafter(c, np.float32(np.inf))]
-        gaps = [abs(Fraction(float(x)) - exact) for x in cands]
-        best = [x for x, g in zip(cands, gaps, strict=True) if g == min(gaps)]
-        if len(best) > 1:
-            best = [x for x in best if not int(np.float32(x).view(np.uint32)) & 1]
-        out.append(best[0])
+    out = [
+        _round_fraction(Fraction(float(v)) + Fraction(float(z)))
+        for v, z in zip(np.ravel(values), np.ravel(noise), strict=True)
+    ]
     return np.asarray(out, np.float32).reshape(np.shape(noise))
 
 

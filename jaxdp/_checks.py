@@ -13,6 +13,7 @@ user's ``jit``/``vmap``) cannot raise; the jitted inner layer calls
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import operator
 from collections.abc import Sequence
@@ -49,6 +50,19 @@ def is_concrete(x: Any) -> bool:
 def compute_dtype() -> np.dtype:
     """float32, or float64 when ``jax_enable_x64`` is on."""
     return jax.dtypes.canonicalize_dtype(jnp.float64)
+
+
+def x64_for(*arrays: Any) -> contextlib.AbstractContextManager:
+    """``jax.enable_x64(True)`` where some of ``arrays`` are 64-bit and x64 is off, else
+    a no-op: for Python code that JAX runs after the caller's context has closed
+    (a ``custom_vmap`` rule runs when the ``vmap`` reaches it), so that it builds
+    its constants in its operands' dtypes, as when it was first traced (a kernel
+    run in float64 inside ``jax.enable_x64``, as :func:`jaxdp.private_quantiles`
+    does, is otherwise rebuilt with float32 constants)."""
+    wide = any(np.dtype(jnp.result_type(a)).itemsize == 8 for a in arrays)
+    if wide and not jax.config.jax_enable_x64:
+        return jax.enable_x64(True)
+    return contextlib.nullcontext()
 
 
 def _fmt(value: Any) -> str:

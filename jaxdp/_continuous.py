@@ -197,13 +197,17 @@ def _fraction(v: Array, y: Array) -> Array:
 
 def _log_masses(edges: Array, upper: tuple[Array, Array], drop: Array) -> tuple[Array, Array]:
     """Double-float log-masses ``upper + log w + psi(drop)`` of the intervals
-    (``SECURITY.md``, "Continuous ranges"): within ``a = 18u`` absolute of the
-    exact log-mass of the interval ``[a_j, b_j]`` between the float edges, at any
-    magnitude of the widths, drops and utilities (beside ``upper``'s own error,
-    :func:`_scaled_gap`). ``-inf`` where the mass is 0 or the terms are NaN."""
+    (``SECURITY.md``, "Continuous ranges"): for float32 rows within ``1e-12``
+    absolute of the exact log-mass of the interval ``[a_j, b_j]`` between the float
+    edges at the given drop (:func:`_log_masses_f64`), for float64 rows (x64)
+    within ``18u``, at any magnitude of the widths, drops and utilities (beside
+    ``upper``'s own error, :func:`_scaled_gap`). ``-inf`` where the mass is 0 or
+    the terms are NaN."""
     a = edges[:, :-1]
     b = edges[:, 1:]
     wh, wl = _tf.two_sum(b, -a)  # the exact width
+    if edges.dtype == jnp.float32:
+        return _log_masses_f64(wh, wl, upper, drop)
     positive = wh > 0
     lwh, lwl = _log_dd(jnp.where(positive, wh, jnp.zeros_like(wh)))
     # log(wh + wl) = log wh + log1p(wl / wh), and |wl / wh| <= u: log1p is the identity.
@@ -218,6 +222,34 @@ def _log_masses(edges: Array, upper: tuple[Array, Array], drop: Array) -> tuple[
     hi, lo = _tf.dd_add(hi, lo, sh, sl)
     plain = uh + lwh + sh  # the float sum: NaN or -inf exactly where the mass is
     dead = jnp.isnan(plain) | (plain == -jnp.inf)
+    return jnp.where(dead, -jnp.inf, hi), jnp.where(dead | ~jnp.isfinite(hi), 0, lo)
+
+
+def _log_masses_f64(
+    wh: Array, wl: Array, upper: tuple[Array, Array], drop: Array
+) -> tuple[Array, Array]:
+    """:func:`_log_masses` for float32 rows: ``log w`` and ``psi(drop)`` computed in
+    float64 (inside ``jax.enable_x64``; O(m) work per row, none per draw) and the sum
+    returned as a float32 double-float. Each float64 term is within ``~1e-13``
+    absolute of exact at the given width and drop, and the pair holds the sum to
+    ``2u**2`` of its size, so the log-masses are within ``4u`` (the drop's own
+    rounding, ``|y psi'(y)| <= 1``) plus ``1e-12`` and the utilities' ``ν``: the
+    float32 terms' ``1.5u + 10.4u`` are gone (``SECURITY.md``, "Continuous
+    ranges")."""
+    dtype = wh.dtype
+    # Only the interval choice (an integer) reads them: no gradient enters float64.
+    wh, wl, upper, drop = jax.lax.stop_gradient((wh, wl, upper, drop))
+    with jax.enable_x64(True):
+        f64 = jnp.float64
+        width = wh.astype(f64) + wl.astype(f64)  # b - a, exact or within 2**-53
+        positive = width > 0
+        log_w = jnp.where(positive, jnp.log(jnp.where(positive, width, 1)), -jnp.inf)
+        sh, sl = _log_shape(drop.astype(f64))
+        total = upper[0].astype(f64) + upper[1].astype(f64) + log_w + (sh + sl)
+        hi = total.astype(dtype)
+        finite = jnp.isfinite(total)
+        lo = jnp.where(finite, total - hi.astype(f64), 0).astype(dtype)
+    dead = jnp.isnan(hi) | (hi == -jnp.inf)
     return jnp.where(dead, -jnp.inf, hi), jnp.where(dead | ~jnp.isfinite(hi), 0, lo)
 
 
@@ -407,17 +439,19 @@ def exponential_piecewise(
 
     **Finite precision.** The interval is drawn by the categorical kernel
     (``SECURITY.md``, "The categorical kernel"), adding its (ε_c', δ_c') for m
-    given weights. The m log-masses ``U_j + log w_j + ψ(y_j)`` are computed as
-    double-floats (the utilities ``c + m r`` exact, ``log`` with an absolute error
-    from its exponent split, ``expm1`` within 8u): each within ``a = 18u + ν`` of
-    the exact one at any magnitude, ``u = 2**-24`` and ``ν = 6u² k max|u(r)|``
-    (negligible unless ``k |u|`` is near 1e7), so each interval's probability is
-    off by at most a factor ``e^(2a)`` on each of two neighbours. The in-interval
+    given weights. The m log-masses ``U_j + log w_j + ψ(y_j)`` are computed with
+    the utilities ``c + m r`` as exact double-floats and ``log w_j + ψ(y_j)`` in
+    float64 (O(m) per row): each within ``a = 4u + ν`` of the exact one at any
+    magnitude (``4u`` from the drop ``y_j``'s float32 rounding, ``|y ψ'(y)| <=
+    1``), ``u = 2**-24`` and ``ν = 6u² k max|u(r)|`` (negligible unless ``k |u|``
+    is near 1e7), so each interval's probability is off by at most a factor
+    ``e^(2a)`` on each of two neighbours. The in-interval
     inverse CDF ``f = -log1p(v expm1(-y)) / y`` of an open 32-bit uniform is
     within a factor ``e^(2u)`` of its exact density on the float grid of the
     interval (rounding to that grid is a post-processing). So each draw is
-    (ε', δ')-DP with ε' ≤ ε + ε_c' + 4a + 4u and δ' ≤ δ_c' (float32, m = 10³: ε +
-    1.05e-5; ``SECURITY.md``, "Continuous ranges").
+    (ε', δ')-DP with ε' ≤ ε + ε_c' + 4a + 4u and δ' ≤ δ_c' (float32, at ε = 1:
+    ε + 7.2e-6 for m = 10³ + 1, ε + 8.6e-6 for m = 10⁶ + 1, δ' ≤ 4.5e-11;
+    ``SECURITY.md``, "Continuous ranges").
 
     Args:
       key: a PRNG key (typed or legacy); one key per call.
@@ -635,12 +669,13 @@ def private_price(
     **Finite precision.** As :func:`exponential_piecewise`: the interval is drawn
     by the categorical kernel (``SECURITY.md``, "The categorical kernel"), adding
     its (ε_c', δ_c') for n + 1 given weights; the double-float log-masses add
-    ``4a`` to ε', ``a = 18u + ν`` with ``ν ≤ 3u² ε n`` (the revenues
+    ``4a`` to ε', ``a = 4u + ν`` with ``ν ≤ 3u² ε n`` (the revenues
     ``count · p`` are exact double-floats: rounded to float32 they moved by up to
     ``2u n hi`` more than the sensitivity ``hi`` between neighbours), and the
     in-interval inverse CDF ``2 u`` more per interval plus its rounding to the
     float grid (a post-processing), ``u = 2**-24``. So ε' ≤ ε + ε_c' + 4a + 4u
-    and δ' ≤ δ_c' (ε + 1.05e-5 at n = 10³; ``SECURITY.md``, "Continuous ranges").
+    and δ' ≤ δ_c' (ε + 7.2e-6 at n = 10³, ε + 8.6e-6 at n = 10⁶; ``SECURITY.md``,
+    "Continuous ranges").
 
     Args:
       key: a PRNG key (typed or legacy); one key per call.
@@ -784,14 +819,15 @@ def private_quantile(
     **Finite precision.** As :func:`exponential_piecewise`: the interval is drawn
     by the categorical kernel (``SECURITY.md``, "The categorical kernel"), adding
     its (ε_c', δ_c') for n + 1 given weights; the double-float log-masses add
-    ``4a`` to ε', ``a = 18u + ν`` with ``ν ≤ 6u² ε n`` and ``u = 2**-24`` (the
+    ``4a`` to ε', ``a = ν + 1e-12`` with ``ν ≤ 6u² ε n`` and ``u = 2**-24`` (the
+    density is flat in each interval: its drop is 0 and ``ψ(0) = 0`` exactly; the
     target ``q n`` and the utility ``-|j - q n|`` are exact double-floats: rounded
     to float32, ``q n`` moved between neighbours by ``q ± ulp(q n)``, outside what
     the sensitivity ``max(q, 1 - q)`` covers, up to 2ε from ``q n >= 2**23``). The
     point inside an interval is uniform (a float32 affine map of an open uniform,
     a post-processing of the interval up to its rounding to the float grid). So
-    ε' ≤ ε + ε_c' + 4a and δ' ≤ δ_c' (ε + 1.03e-5 at n = 10³; ``SECURITY.md``,
-    "Continuous ranges").
+    ε' ≤ ε + ε_c' + 4a and δ' ≤ δ_c' (ε + 6.0e-6 at n = 10³, ε + 7.4e-6 at n =
+    10⁶; ``SECURITY.md``, "Continuous ranges").
 
     Args:
       key: a PRNG key (typed or legacy); one key per call.

@@ -70,7 +70,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _alias, _logits, _random, _tuning
+from . import _alias, _checks, _logits, _random, _tuning
 from . import _twofloat as _tf
 from ._twofloat import split as _split
 from ._twofloat import two_sum as _two_sum
@@ -249,7 +249,8 @@ def _counting_rows(
     def _rule(axis_size: int, in_batched: list[bool], x: Array) -> tuple[Array, bool]:
         (batched,) = in_batched
         rows = num_rows * axis_size if batched else num_rows
-        return _counting_rows(body, rows, *args)(x), batched
+        with _checks.x64_for(x):
+            return _counting_rows(body, rows, *args)(x), batched
 
     return fn
 
@@ -603,10 +604,17 @@ def hybrid_depth(n: int, num_draws: int, num_rows: int = 1) -> int:
     return _tuning.hybrid_depth(n, num_draws, num_rows=num_rows)
 
 
-def _plan(n: int, num_draws: int, num_rows: int) -> Callable[[str], tuple[str, int]]:
+def _plan(n: int, num_draws: int, num_rows: int, dtype: Any) -> Callable[[str], tuple[str, int]]:
     """The (layout, hybrid depth) on each platform kind, for :func:`jaxdp._tuning.staged`:
     the rules differ between kinds (the descent takes many more draws on a GPU), so
-    the program that runs is the one of the platform it is compiled for."""
+    the program that runs is the one of the platform it is compiled for.
+
+    Float64 weights always take the descent: the alias table's fixed point (its
+    grid's imbalance, up to ``2**(2b - 62)`` relative) and double-float32 total
+    are far coarser than the float64 descent, and :func:`guarantee` states the
+    descent's bound for float64."""
+    if np.dtype(dtype) == np.float64:
+        return lambda kind: ("descent", 0)
 
     def plan(kind: str) -> tuple[str, int]:
         how = _tuning.layout(n, num_draws, kind, num_rows)
@@ -654,7 +662,7 @@ def sample(key: PRNGKey, w: Array, num_draws: int) -> tuple[Array, Array]:
 
         return run
 
-    return _tuning.staged(_plan(n, num_draws, num_rows), build, key, w)
+    return _tuning.staged(_plan(n, num_draws, num_rows, w.dtype), build, key, w)
 
 
 def sample_scores(
@@ -688,7 +696,9 @@ def sample_scores(
 
         return run
 
-    return _tuning.staged(_plan(n, num_draws, num_rows), build, key, scores, row_max, scale)
+    dtype = jnp.result_type(scale)
+    plan = _plan(n, num_draws, num_rows, dtype)
+    return _tuning.staged(plan, build, key, scores, row_max, scale)
 
 
 # ----------------------------------------------------------------------------- guarantee
@@ -700,7 +710,8 @@ def guarantee(
     """The (ε', δ') of one draw of :func:`sample` for rows of ``n`` outcomes, when the
     exact mechanism is ε-DP with weights from :func:`weights` (SECURITY.md): the
     largest of the descent's and (where they may be used) the alias table's and
-    the hybrid's, so that the choice of :func:`layout` never changes it.
+    the hybrid's, so that the choice of :func:`layout` never changes it. Float64
+    weights always take the descent (:func:`_plan`), so their bound is its own.
 
     Descent: ``ε' = ε + 4 a`` with ``a = 2 (2 u_exp + 2u) + (K - 1) u + (L + 1)
     2**-23`` (the weights counted once when given rather than recomputed; ``u_exp =
@@ -719,7 +730,7 @@ def guarantee(
     """
     u = float(np.finfo(dtype).eps) / 2
     levels = num_levels(n)
-    if np.dtype(dtype) == np.float64:
+    if np.dtype(dtype) == np.float64:  # the descent only (_plan)
         w_err = (2 if recomputed else 1) * weight_error(dtype)
         a = w_err + (K - 1) * u * (levels > 1) + levels * 2.0**-52
         delta = levels * (K - 1) * 2.0**-80 + n * (math.exp(-708) + 2.0**-916)

@@ -207,6 +207,51 @@ def _forward(log_len: Array, s: Array, big_t: Array, frac: Array) -> Array:
     return jnp.concatenate([level[None], rest], axis=0)
 
 
+# ----------------------------------------------------------------------------- guarantee
+
+
+def guarantee(
+    n: int, m: int, epsilon: float, bounds: tuple[float, float], dtype=np.float32
+) -> tuple[float, float]:
+    """The (ε', δ') of one draw of :func:`private_quantiles` for ``n`` data points of
+    ``dtype``, ``m`` quantiles and ``bounds`` (the table and the walk run in float64,
+    ``u = 2**-53``; ``SECURITY.md``, "Finite precision: joint quantiles").
+
+    * Every finite table entry ``v`` (relative to its level's maximum) obeys ``|v| <=
+      V = 2 s n + m (Λ + ln(N m) + ln m)``: a partial walk's gaps sum to at most
+      ``Σ d_k + Σ g_k n <= 2n`` (``s = ε / (2Δ) <= ε / 2``, as ``Δ >= 1``), its
+      log-lengths span at most ``Λ = ln((hi - lo) / t)`` each (``t`` the least
+      positive difference of two values of ``dtype``), the run lengths ``ln m!``
+      and the entry is a sum over at most ``(N m)**m`` partial walks. So each is
+      within ``e_t = (V + ln N) c u`` of the exact log-sum-exp of the entries below
+      it (``c = 4 ceil(log2 N) + 12``: the scans' rounds).
+    * Each choice's logits ``α + φ`` round once more (``u (V + s n)``, and the gap
+      ``s u (2n + 6)``), and each placed quantile's log-length ``2u (L + 1)`` with
+      ``L = max(|ln(hi - lo)|, |ln t|)``.
+    * The categorical kernel, in float64, adds ``ε_k - ε`` and ``δ_k`` per choice
+      (:func:`jaxdp._descent.guarantee` over the ``N m`` pairs, weights given).
+
+    A walk makes at most ``m`` choices, each a ratio of such entries, so ``ε' = ε +
+    4m (e_t + e_l) + 4m u (L + 1) + m (ε_k - ε)`` and ``δ' = m δ_k``.
+    """
+    from . import _descent
+
+    u = 2.0**-53
+    n_int = n + 1
+    s = epsilon / 2
+    tiny = float(np.finfo(dtype).smallest_subnormal)
+    span = float(bounds[1]) - float(bounds[0])
+    lam = math.log(span) - math.log(tiny)
+    big_l = max(abs(math.log(span)), -math.log(tiny))
+    v = 2 * s * n + m * (lam + math.log(n_int * m) + math.log(m))
+    c = 4 * math.ceil(math.log2(max(n_int, 2))) + 12
+    e_table = (v + math.log(n_int)) * c * u
+    e_logit = u * (v + s * n) + s * u * (2 * n + 6)
+    eps_k, delta_k = _descent.guarantee(n_int * m, epsilon, np.float64, recomputed=False)
+    eps = epsilon + 4 * m * (e_table + e_logit) + 4 * m * u * (big_l + 1) + m * (eps_k - epsilon)
+    return eps, m * delta_k
+
+
 # ----------------------------------------------------------------------------- public
 
 
@@ -234,7 +279,7 @@ def private_quantiles(
     tuple is sorted. Ties are zero-length intervals (never drawn); empty data
     gives m sorted uniform points in ``bounds`` (the utility is then 0). Cost per
     row: one sort, O(m n log n + m² n) for the table (memory O(m² n)), then
-    O(m² n) time and memory per draw (one categorical choice per run). See the
+    O(m² n) time and float64 memory per draw (one categorical choice per run). See the
     module notes for the recurrences.
 
     **Privacy.** Neighbours add or remove one record. The record falls in one gap
@@ -254,33 +299,30 @@ def private_quantiles(
     ``∝ exp(-ε |c - q n| / (2 max(q, 1 - q)))``: exactly
     :func:`jaxdp.private_quantile` with its tight add/remove sensitivity.
 
-    **Finite precision.** Interval choices go through the categorical kernel
-    (``jaxdp._sampling.categorical``), so each of the at most m choices of one
-    walk adds the kernel's own term (``SECURITY.md``, "The categorical kernel",
-    over the ``(n + 1) m`` pairs of a choice): about ``1.0e-5`` to ε' and
-    ``5.1e-11`` to δ' per choice at n = 10**6, m = 10, so ``m`` times that per draw. What
-    this function adds is the rounding of the log-weights it hands the kernel.
-    Each table entry is a log-sum-exp of non-positive terms built by scans of
-    ⌈log2(n+1)⌉ rounds, with each gap ``|d - g_j n|`` within ``6u`` absolute
-    and ``2u`` relative of exact at any n (the targets as an exact integer part
-    and a fraction, ``n`` never rounded; the absolute part moves the log-weight of
-    a walk by at most ``(m + 1) 6u ε / (2Δ)``, about ``1.1e-6 ε`` at m = 10,
-    and the privacy loss by twice that): an entry whose value is ``v`` (relative to its
-    level's maximum) is off by at most ``(|v| + ln(n+1)) · c · u`` with
-    ``u = 2**-24`` (float32) and ``c = 4⌈log2(n+1)⌉ + 12``. A walk's
-    probability is a product of at most m ratios of such entries, so its log
-    changes by at most ``2m`` such errors, and the privacy loss by twice that.
-    For outcomes of probability above ``δ'`` (``|v| <= 40``), n = 10**6 and
-    m = 10 (c = 92) that is ``4m (40 + 13.8) · 92 u``, so
-    ``ε' <= ε + 1.2e-2 + 8.4e-5`` and ``δ' <= 5.1e-10`` (under
-    ``jax.enable_x64``, ``ε + 2e-11``); at m = 3 and n = 10**3 it is
-    ``ε + 1.8e-3``. Outcomes below ``δ'`` are counted in δ'. This is above the
-    ``ε + 1e-5`` that the single-choice samplers meet: a release that needs
-    that bar should use :func:`jaxdp.private_quantile` per quantile (at ε/m
-    each) or ``jax.enable_x64``. The targets ``g_j = q_j - q_{j-1}`` are
-    rounded once from ``qs``; the sensitivity is computed from the rounded
-    ``g_j``. The uniform point inside an interval has the float resolution of
-    the interval.
+    **Finite precision.** The log-lengths, the table and the walk run in float64
+    (inside ``jax.enable_x64``, whatever the global flag; the output has the
+    data's dtype). In float32 they could not meet the per-draw target of
+    ``ε + 1e-5``: each table entry is a log-sum-exp built by scans of
+    ⌈log2(n+1)⌉ rounds, off by a few ulps *of the entry's size* per round, and a
+    walk makes up to m choices, each through the categorical kernel with its own
+    term, so the bound was ``ε + 1.2e-2`` and ``δ' = 5.1e-10`` at n = 10**6, m =
+    10. In float64 (``u = 2**-53``), ``jaxdp._quantiles.guarantee`` states
+    the bound (derived in ``SECURITY.md``, "Finite precision: joint
+    quantiles"): every finite entry lies within ``V = 2 s n + m (Λ + ln(N m) +
+    ln m)`` of its level's maximum (along a partial walk the gaps ``|d_k - g_k
+    n|`` sum to at most ``2n``; ``s = ε / (2Δ) <= ε/2``; ``Λ`` the span of the
+    log-lengths, at most ``ln((hi - lo) / 2**-149)`` for float32 data) and
+    within ``(V + ln N) c u`` of the exact log-sum-exp of its inputs (``c =
+    4⌈log2 N⌉ + 12``); a walk's probability is a product of at most m ratios of
+    entries, each also rounding its logits once; the float64 kernel adds
+    ``_descent.guarantee(N m, ε, float64)``'s term per choice. At ε = 1: ``ε +
+    9.7e-11`` (n = 10**3, m = 3), ``ε + 4.2e-7`` (n = 10**6, m = 10), and ``δ'
+    <= 5e-22``. The ε term grows as ``ε n m``: it reaches ``1e-5`` near ``ε n m
+    = 2.4e8`` (ε = 24 at n = 10**6, m = 10). The price is time: 1.7–2.0× the
+    float32 walk's on XLA:CPU (the table and every choice). The targets ``g_j = q_j -
+    q_{j-1}`` are rounded once from ``qs`` (in float64; exact unless the two
+    are 29 binades apart); the sensitivity is computed from those ``g_j``. The uniform point
+    inside an interval has the float resolution of the interval.
 
     Args:
       key: a PRNG key (typed or legacy); one key per call.
@@ -375,20 +417,45 @@ def _quantiles_impl(key, data, qs, bounds, epsilon, *, shape):
     edges = jnp.concatenate(
         [jnp.broadcast_to(lo, (rows, 1)), ordered, jnp.broadcast_to(hi, (rows, 1))], axis=-1
     )
-    log_len = jnp.log(jnp.maximum(edges[:, 1:] - edges[:, :-1], 0))
+    key_walk, key_point = jax.random.split(key)
+    # The interval indices are integers: no gradient flows into the float64 walk.
+    walk_args = jax.lax.stop_gradient((edges, qs, epsilon))
+    with jax.enable_x64(True):
+        idx = _walk(key_walk, *walk_args, num_lead=num_lead, tail=tail)
+    ok_idx = jnp.all(idx >= 0, axis=-1)
+    idx = jnp.clip(idx, 0, n_int - 1)
+    left = jnp.take_along_axis(edges[None], idx, axis=-1)
+    right = jnp.take_along_axis(edges[None], idx + 1, axis=-1)
+    u = _random.uniform(key_point, idx.shape, dtype)
+    points = jnp.clip(left + u * (right - left), left, right)
+    points = jnp.sort(points, axis=-1)
 
-    cum = jnp.concatenate([jnp.zeros((1,), dtype), qs.astype(dtype), jnp.ones((1,), dtype)])
+    valid = bounds_ok & qs_ok & _rows.flatten_batch(data_ok, tail)
+    valid = valid & _rows.flatten_batch(_logits.params_valid(batch, epsilon), tail)
+    valid = valid[None, :] & ok_idx
+    out = jnp.where(valid[..., None], points, jnp.nan)
+    return out.reshape(shape + (m,))
+
+
+def _walk(key, edges, qs, epsilon, *, num_lead, tail):
+    """The interval indices ``(num_lead, rows, m)`` of the draws, in float64 (called
+    inside ``jax.enable_x64``)."""
+    work = jnp.float64
+    rows, n_int = edges.shape[0], edges.shape[1] - 1
+    n, m = n_int - 1, qs.shape[0]
+    edges = edges.astype(work)
+    log_len = jnp.log(jnp.maximum(edges[:, 1:] - edges[:, :-1], 0))
+    cum = jnp.concatenate([jnp.zeros((1,), work), qs.astype(work), jnp.ones((1,), work)])
     gaps = jnp.clip(jnp.diff(cum), 0, 1)
     # sensitivity of the utility for the rounded gaps: sum(g) + 1 - 2 min(g)
     delta_u = jnp.sum(gaps) + 1 - 2 * jnp.min(gaps)
     big_t, frac = _targets(gaps, n)
-    scale = _rows.flatten_batch(epsilon.astype(dtype) / (2 * delta_u), tail)
+    scale = _rows.flatten_batch(epsilon.astype(work) / (2 * delta_u), tail)
 
     alpha = jax.vmap(_forward, in_axes=(0, 0, None, None))(log_len, scale, big_t, frac)
     # alpha: (rows, m, N, m) -> per level (m, rows, N, m)
     alpha = jnp.moveaxis(alpha, 1, 0)
 
-    key_walk, key_point = jax.random.split(key)
     draw_shape = (num_lead, rows)
     i_grid = jnp.arange(n_int, dtype=jnp.int32)
     r_grid = jnp.arange(1, m + 1, dtype=jnp.int32)
@@ -416,20 +483,7 @@ def _quantiles_impl(key, data, qs, bounds, epsilon, *, shape):
         return (i_out, rem_out), i_out
 
     levels = jnp.arange(m - 1, -1, -1)
-    keys = jax.random.split(key_walk, m)
+    keys = jax.random.split(key, m)
     init = (jnp.zeros(draw_shape, jnp.int32), jnp.zeros(draw_shape, jnp.int32))
     _, idx = jax.lax.scan(step, init, (levels, alpha[::-1], keys))
-    idx = jnp.moveaxis(idx[::-1], 0, -1)  # (S, R, m), quantile order
-    ok_idx = jnp.all(idx >= 0, axis=-1)
-    idx = jnp.clip(idx, 0, n_int - 1)
-    left = jnp.take_along_axis(edges[None], idx, axis=-1)
-    right = jnp.take_along_axis(edges[None], idx + 1, axis=-1)
-    u = _random.uniform(key_point, idx.shape, dtype)
-    points = jnp.clip(left + u * (right - left), left, right)
-    points = jnp.sort(points, axis=-1)
-
-    valid = bounds_ok & qs_ok & _rows.flatten_batch(data_ok, tail)
-    valid = valid & _rows.flatten_batch(_logits.params_valid(batch, epsilon), tail)
-    valid = valid[None, :] & ok_idx
-    out = jnp.where(valid[..., None], points, jnp.nan)
-    return out.reshape(shape + (m,))
+    return jnp.moveaxis(idx[::-1], 0, -1)  # (S, R, m), quantile order

@@ -201,7 +201,7 @@ def key_words(key: PRNGKey) -> tuple[Array, Array] | None:
     key-reuse checker); None for other key implementations."""
     if str(jax.random.key_impl(key)) not in _THREEFRY_IMPLS:
         return None
-    jax.random.bits(key, (0,))  # marks `key` as consumed for JAX's key-reuse checker
+    jax.random.bits(key, (0,), jnp.uint32)  # marks `key` as consumed for JAX's key-reuse checker
     data = jax.random.key_data(key)
     return data[0], data[1]
 

@@ -137,5 +137,5 @@ def fast_key(key: PRNGKey) -> PRNGKey:
         return key
     # An empty draw marks `key` as used for JAX's key-reuse checker; the new
     # key then carries the same stream, consumed once by the caller.
-    jax.random.bits(key, (0,))
+    jax.random.bits(key, (0,), jnp.uint32)
     return fused_threefry(key)

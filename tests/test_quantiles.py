@@ -381,3 +381,151 @@ def test_forward_level_is_one_scan_of_log_n_rounds():
         + _count(levels[0].params["jaxpr"].jaxpr, "while")
         == 1
     )
+
+
+# ----------------------------------------------------------------------------- float64 walk
+
+
+def _reference_levels(log_len, s, g, n, m):
+    """The forward table level by level, each level shifted by its own maximum, in
+    NumPy longdouble (64-bit significand) by direct sums over every i' < i."""
+    ld = np.longdouble
+    log_len = np.asarray(log_len, ld)
+    n_int = len(log_len)
+    i = np.arange(n_int)
+    t = np.asarray(g, ld) * n
+
+    def lse(x, axis):
+        top = np.max(x, axis=axis, keepdims=True)
+        top = np.where(np.isfinite(top), top, 0)
+        with np.errstate(divide="ignore"):
+            return np.squeeze(top + np.log(np.sum(np.exp(x - top), axis=axis, keepdims=True)), axis)
+
+    def shift(level):
+        top = np.max(level)
+        return level - (top if np.isfinite(top) else 0)
+
+    level = np.full((n_int, m), -np.inf, ld)
+    level[:, 0] = log_len - s * np.abs(i - t[0])
+    level = shift(level)
+    out = [level]
+    for j in range(1, m):
+        hat = lse(level, axis=-1)
+        d = i[:, None] - i[None, :]  # (i, i')
+        terms = np.where(d >= 1, hat[None, :] - s * np.abs(d - t[j]), -np.inf)
+        new = np.full((n_int, m), -np.inf, ld)
+        new[:, 0] = log_len + lse(terms, axis=-1)
+        for r in range(2, m + 1):
+            new[:, r - 1] = level[:, r - 2] + log_len - s * t[j] - np.log(ld(r))
+        level = shift(new)
+        out.append(level)
+    return np.stack(out)
+
+
+@pytest.mark.parametrize("eps", [1.0, 50.0])
+def test_float64_table_within_its_stated_error(eps):
+    """The table that private_quantiles walks (``_forward`` on float64 inputs, inside
+    ``jax.enable_x64``, as ``_walk`` runs it) is within ``j e_t`` of a longdouble
+    reference at level j, ``e_t`` the one-step error that ``_quantiles.guarantee``
+    counts; the same table in float32 is not (it misses by orders of magnitude at
+    ε n = 2.5e4: the float32 walk's ε + 1.2e-2)."""
+    rng = np.random.default_rng(3)
+    n, m, lo, hi = 500, 4, 0.0, 1.0
+    data = np.sort(rng.uniform(lo, hi, n).astype(np.float32))
+    data[100:110] = data[100]  # ties: zero-length intervals, never drawn
+    edges = np.concatenate([[lo], data.astype(np.float64), [hi]])
+    with np.errstate(divide="ignore"):
+        log_len = np.log(np.diff(edges))
+    qs = np.array([0.1, 0.4, 0.5, 0.9])
+    g = np.diff(np.concatenate([[0.0], qs, [1.0]]))
+    delta_u = g.sum() + 1 - 2 * g.min()
+    s = eps / (2 * delta_u)
+    ref = _reference_levels(log_len, s, g, n, m)
+
+    # the stated one-step error: (V + ln N) c u, V from the guarantee's spread
+    n_int = n + 1
+    lam = math.log(hi - lo) - math.log(float(np.finfo(np.float32).smallest_subnormal))
+    v = 2 * (eps / 2) * n + m * (lam + math.log(n_int * m) + math.log(m))
+    c = 4 * math.ceil(math.log2(n_int)) + 12
+
+    def errors(dtype, u):
+        with jax.enable_x64(dtype == np.float64):
+            gg = jnp.asarray(g, dtype)
+            big_t, frac = _quantiles._targets(gg, n)
+            table = _quantiles._forward(
+                jnp.asarray(log_len, dtype), jnp.asarray(s, dtype), big_t, frac
+            )
+            table = np.asarray(table, np.longdouble)
+        finite = np.isfinite(ref)
+        np.testing.assert_array_equal(np.isfinite(table), finite)
+        e_t = (v + math.log(n_int)) * c * u
+        diff = np.abs(np.where(finite, table, 0) - np.where(finite, ref, 0))
+        per_level = np.max(diff, axis=(1, 2))
+        return per_level, e_t * np.arange(1, m + 1)
+
+    err64, bound64 = errors(np.float64, 2.0**-53)
+    assert np.all(err64 <= bound64), (err64, bound64)
+    err32, _ = errors(np.float32, 2.0**-24)
+    assert np.max(err32) > 100 * np.max(bound64)  # the control: float32 is far outside
+
+
+def test_walk_compiles_in_float64_with_float32_output():
+    """The walk (logits, table, the kernel's weights) is float64 in the compiled
+    program even with x64 off; the points keep the data's dtype."""
+    data = jnp.linspace(0.0, 1.0, 50, dtype=jnp.float32)
+    f = jax.jit(
+        lambda k, x: jaxdp.private_quantiles(
+            k, x, jnp.array([0.25, 0.75]), epsilon=1.0, bounds=(0.0, 1.0)
+        )
+    )
+    assert not jax.config.jax_enable_x64
+    hlo = f.lower(KEY, data).as_text()
+    assert "f64" in hlo and "exponential" in hlo
+    assert f(KEY, data).dtype == jnp.float32
+
+
+def test_guarantee_within_targets():
+    """``ε + 1e-5`` and ``δ' <= 1e-10`` per draw up to n = 10**6 and m = 20 at ε = 1; the
+    stated growth with ε n m (passing 1e-5 near ε n m = 2.4e8 at n = 10**6)."""
+    for n, m in [(10**3, 1), (10**3, 3), (10**5, 10), (10**6, 10), (10**6, 20)]:
+        eps, delta = _quantiles.guarantee(n, m, 1.0, (0.0, 1.0))
+        assert 1.0 < eps <= 1.0 + 1e-5 and 0 < delta <= 1e-10, (n, m, eps, delta)
+    assert _quantiles.guarantee(10**6, 10, 23.0, (0.0, 1.0))[0] < 23.0 + 1e-5
+    assert _quantiles.guarantee(10**6, 10, 25.0, (0.0, 1.0))[0] > 25.0 + 1e-5
+
+
+@pytest.mark.parametrize("x64", [False, True])
+def test_transformations_of_the_float64_walk(x64):
+    """jit, checkify, remat and linearize give the eager draws; vmap over ε, data and
+    keys give the rows' own draws; grad flows to the data through the points only.
+    Inside a float64 kernel the transformations that run later (a vmap's
+    batching rules, JVP, checkify) must still see float64 (pytest turns the
+    truncation warning into an error)."""
+    with jax.enable_x64(x64):
+        x = jnp.asarray(np.random.default_rng(0).normal(size=(40,)))
+        qs = jnp.array([0.25, 0.5, 0.75])
+
+        def f(k, x, e=1.0):
+            return jaxdp.private_quantiles(k, x, qs, epsilon=e, bounds=(-4.0, 4.0), shape=(5,))
+
+        base = f(KEY, x)
+        for out in (
+            jax.jit(f)(KEY, x),
+            checkify.checkify(jax.jit(f))(KEY, x)[1],
+            jax.checkpoint(lambda x: f(KEY, x))(x),
+            jax.linearize(lambda x: f(KEY, x), x)[0],
+        ):
+            np.testing.assert_array_equal(out, base)
+        grid = jnp.array([0.5, 1.0, 2.0])
+        by_eps = jax.jit(jax.vmap(lambda e: f(KEY, x, e)))(grid)
+        for e, row in zip(grid, by_eps, strict=True):
+            np.testing.assert_array_equal(row, f(KEY, x, e))
+        keys = jax.random.split(KEY, 3)
+        by_key = jax.vmap(lambda k: f(k, x))(keys)
+        np.testing.assert_array_equal(by_key[1], f(keys[1], x))
+        by_data = jax.vmap(f, in_axes=(None, 0))(KEY, jnp.stack([x, x + 0.5]))
+        np.testing.assert_array_equal(by_data[1], f(KEY, x + 0.5))
+        grad = jax.jit(jax.grad(lambda x: f(KEY, x).sum()))(x)
+        assert grad.shape == x.shape and bool(jnp.all(jnp.isfinite(grad)))
+        # each point moves with its interval's edges, by weights that sum to at most 1
+        assert 0 < float(jnp.sum(grad)) <= 15 + 1e-6

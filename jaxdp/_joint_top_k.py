@@ -223,6 +223,7 @@ def _search(flat: Array, n: int, base: Array, cp: Array, e_hi: Array, e_lo: Arra
         return jnp.where((cand <= n) & below, cand, pos)
 
     zero = jnp.zeros(jnp.broadcast_shapes(base.shape, e_hi.shape), jnp.int32)
+    zero = _checks.varying_like(zero, flat, base, cp, e_hi, e_lo, strict)
     return jax.lax.fori_loop(0, steps, body, zero)
 
 
@@ -279,6 +280,7 @@ def _count_products(c_sorted: Array, e_hi: Array, e_lo: Array, *, k: int, per: i
     one = jnp.ones(e_hi.shape, dtype)
     init = (one, jnp.zeros_like(one), jnp.zeros(e_hi.shape, jnp.int32))
     steps = jnp.arange(-(-k // per), dtype=jnp.int32)
+    init = _checks.carry_for(lambda carry: add_block(carry, steps[0])[0], init)  # shard_map
     return jax.lax.scan(add_block, init, steps)[0]
 
 
@@ -437,7 +439,9 @@ def _joint_top_k_impl(key, scores, epsilon, sensitivity, *, k, monotonic, shape)
         [gj[..., None], jnp.full((num_lead, rows, k - 1), big, jnp.int32)], axis=-1
     )
     keys = jax.random.split(key_fill, k)
-    _, (picked, ok_fill) = jax.lax.scan(fill, used0, (jnp.arange(k, dtype=jnp.int32), keys, sizes))
+    xs = (jnp.arange(k, dtype=jnp.int32), keys, sizes)
+    used0 = _checks.carry_for(lambda used: fill(used, jax.tree.map(lambda x: x[0], xs))[0], used0)
+    _, (picked, ok_fill) = jax.lax.scan(fill, used0, xs)
     picked = jnp.moveaxis(picked, 0, -1)  # (S, R, k) sorted indices
     ok = ok & jnp.all(ok_fill, axis=0)
     pos = (jnp.arange(rows, dtype=jnp.int32) * n)[None, :, None] + jnp.clip(picked, 0, n - 1)

@@ -59,7 +59,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _logits, _random, _tuning
+from . import _checks, _logits, _random, _tuning
 from ._logits import Logits, clip_scale
 from ._rows import even_chunks, map_steps, split_shape
 from ._rows import largest_divisor as _largest_divisor
@@ -145,7 +145,8 @@ def _peel(key: PRNGKey, scores: Array, c: Array, k: int, noise: str) -> Array:
         arg = jnp.where(best == jnp.inf, -1, arg)
         return jnp.where(iota == arg[..., None], -jnp.inf, remaining), arg
 
-    out = jax.lax.scan(round_, scores, xs)[1]  # (k, ...)
+    init = _checks.varying_like(scores, key, xs, c)  # shard_map: rounds vary as the key
+    out = jax.lax.scan(round_, init, xs)[1]  # (k, ...)
     return jnp.moveaxis(out, 0, -1).astype(jnp.int32)
 
 

@@ -485,5 +485,6 @@ def _walk(key, edges, qs, epsilon, *, num_lead, tail):
     levels = jnp.arange(m - 1, -1, -1)
     keys = jax.random.split(key, m)
     init = (jnp.zeros(draw_shape, jnp.int32), jnp.zeros(draw_shape, jnp.int32))
+    init = _checks.varying_like(init, key, edges, qs, epsilon)  # shard_map
     _, idx = jax.lax.scan(step, init, (levels, alpha[::-1], keys))
     return jnp.moveaxis(idx[::-1], 0, -1)  # (S, R, m), quantile order

@@ -271,6 +271,7 @@ def _select_impl(key, log_probs, *, candidate_fn, block):
         return b + 1, new_score, new_cand, jnp.bool_(True)
 
     state = (jnp.int32(0), best_score, best_cand, jnp.bool_(False))
+    state = _checks.carry_for(body, state)  # shard_map: runs vary with the key
     _, score, cand, _ = jax.lax.while_loop(cond, body, state)
     return score, cand
 

@@ -309,7 +309,8 @@ def _streaming_impl(
         _, s, b = chunk_scores(c)
         return jnp.maximum(row_max, jnp.max(s, axis=-1)), bad | b
 
-    row_max, bad = jax.lax.fori_loop(0, num_chunks, max_body, (neg_inf_rows, no_bad))
+    init = _checks.carry_for(lambda carry: max_body(0, carry), (neg_inf_rows, no_bad))
+    row_max, bad = jax.lax.fori_loop(0, num_chunks, max_body, init)
     m = row_max[:, None]
     key = _threefry.fast_key(key)
 
@@ -330,6 +331,7 @@ def _streaming_impl(
         jnp.full((num_lead, num_rows), jnp.inf, dtype),
         jnp.zeros((num_lead, num_rows), jnp.int32),
     )
+    init = _checks.carry_for(lambda carry: body(0, carry), init)  # shard_map
     _, out = jax.lax.fori_loop(0, num_chunks, body, init)
 
     valid = params_ok & ~bad & (row_max > -jnp.inf)

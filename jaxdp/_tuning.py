@@ -71,7 +71,7 @@ from typing import Any
 
 import jax
 
-from . import _alias
+from . import _alias, _checks
 
 #: The platform kinds that have their own values.
 KINDS = ("cpu", "gpu")
@@ -96,7 +96,16 @@ def staged(plan: Callable[[str], Hashable], build: Callable[[Any], Callable], *a
     cpu, gpu = plan("cpu"), plan("gpu")
     if cpu == gpu:
         return build(cpu)(*args)
-    return jax.lax.platform_dependent(*args, cpu=build(cpu), default=build(gpu))
+
+    def branch(p: Hashable) -> Callable:
+        fn = build(p)
+
+        def run(*xs: Any) -> Any:  # under shard_map the branches' outputs must agree
+            return _checks.varying_like(fn(*xs), *xs)
+
+        return run
+
+    return jax.lax.platform_dependent(*args, cpu=branch(cpu), default=branch(gpu))
 
 
 # ----------------------------------------------------------------------------- chunks

@@ -108,6 +108,24 @@ def carry_for(step: Callable[[Any], Any], init: Any) -> Any:
     return init
 
 
+def exact_point(a: Array, b: Array, frac: Array, from_right: Array | bool = False) -> Array:
+    """``a + frac (b - a)`` (``b - frac (b - a)`` where ``from_right``), clipped to ``[a,
+    b]``, for float32 edges, computed in float64 and rounded once: XLA:CPU flushes a
+    float32 ``b - a`` below float32's normal range (``2**-126``) to 0, which would put
+    every point of such an interval on ``a``. The value is the float64 one; the
+    gradient is the float32 expression's (the float64 part carries none, so no
+    float64 JVP runs after this ``enable_x64`` has closed)."""
+    width = b - a
+    plain = jnp.clip(jnp.where(from_right, b - frac * width, a + frac * width), a, b)
+    if a.dtype != jnp.float32:
+        return plain
+    with jax.enable_x64(True):
+        a64, b64, f64 = (jax.lax.stop_gradient(x).astype(jnp.float64) for x in (a, b, frac))
+        d64 = f64 * (b64 - a64)
+        exact = jnp.clip(jnp.where(from_right, b64 - d64, a64 + d64), a64, b64).astype(a.dtype)
+    return exact + (plain - jax.lax.stop_gradient(plain))
+
+
 def _manual_axes() -> tuple:
     """The manual mesh axes of the current trace (inside :func:`jax.shard_map`)."""
     get = getattr(jax.sharding, "get_abstract_mesh", None)  # JAX versions without it:

@@ -197,7 +197,7 @@ def _fraction(v: Array, y: Array) -> Array:
 
 def _log_masses(edges: Array, upper: tuple[Array, Array], drop: Array) -> tuple[Array, Array]:
     """Double-float log-masses ``upper + log w + psi(drop)`` of the intervals
-    (``SECURITY.md``, "Continuous ranges"): for float32 rows within ``1e-12``
+    (``SECURITY.md``, "Continuous ranges"): for float32 rows within ``4e-12``
     absolute of the exact log-mass of the interval ``[a_j, b_j]`` between the float
     edges at the given drop (:func:`_log_masses_f64`), for float64 rows (x64)
     within ``18u``, at any magnitude of the widths, drops and utilities (beside
@@ -205,9 +205,9 @@ def _log_masses(edges: Array, upper: tuple[Array, Array], drop: Array) -> tuple[
     the terms are NaN."""
     a = edges[:, :-1]
     b = edges[:, 1:]
-    wh, wl = _tf.two_sum(b, -a)  # the exact width
     if edges.dtype == jnp.float32:
-        return _log_masses_f64(wh, wl, upper, drop)
+        return _log_masses_f64(a, b, upper, drop)
+    wh, wl = _tf.two_sum(b, -a)  # the exact width
     positive = wh > 0
     lwh, lwl = _log_dd(jnp.where(positive, wh, jnp.zeros_like(wh)))
     # log(wh + wl) = log wh + log1p(wl / wh), and |wl / wh| <= u: log1p is the identity.
@@ -226,26 +226,39 @@ def _log_masses(edges: Array, upper: tuple[Array, Array], drop: Array) -> tuple[
 
 
 def _log_masses_f64(
-    wh: Array, wl: Array, upper: tuple[Array, Array], drop: Array
+    a: Array, b: Array, upper: tuple[Array, Array], drop: Array
 ) -> tuple[Array, Array]:
-    """:func:`_log_masses` for float32 rows: ``log w`` and ``psi(drop)`` computed in
-    float64 (inside ``jax.enable_x64``; O(m) work per row, none per draw) and the sum
-    returned as a float32 double-float. Each float64 term is within ``~1e-13``
-    absolute of exact at the given width and drop, and the pair holds the sum to
-    ``2u**2`` of its size, so the log-masses are within ``4u`` (the drop's own
-    rounding, ``|y psi'(y)| <= 1``) plus ``1e-12`` and the utilities' ``ν``: the
+    """:func:`_log_masses` for float32 rows with edges ``a``, ``b``: ``log w`` and
+    ``psi(drop)`` computed in float64 (inside ``jax.enable_x64``; O(m) work per row,
+    none per draw) and the sum returned as a float32 double-float.
+
+    The width is ``b - a`` in float64 (exact for normal edges up to one rounding of
+    ``2**-53``; a float32 difference below float32's normal range would be flushed
+    to 0 by XLA:CPU). ``psi(y) = log(-expm1(-y) / y)`` with the division as a
+    product by ``lax.reciprocal``, so that checkify's division check, which runs
+    after this ``enable_x64`` has closed, meets no float64 division (below
+    ``y = 1e-4`` the series ``-y/2 + y**2/24``, within ``4e-20``). Each float64
+    term is within ``~1e-13`` absolute of exact at the given width and drop, and
+    the pair holds the sum to ``u**2`` of its size (under 512 where the mass
+    matters: ``2e-12``), so the log-masses are within ``4u`` (the drop's own
+    rounding, ``|y psi'(y)| <= 1``) plus ``4e-12`` and the utilities' ``ν``: the
     float32 terms' ``1.5u + 10.4u`` are gone (``SECURITY.md``, "Continuous
     ranges")."""
-    dtype = wh.dtype
+    dtype = a.dtype
     # Only the interval choice (an integer) reads them: no gradient enters float64.
-    wh, wl, upper, drop = jax.lax.stop_gradient((wh, wl, upper, drop))
+    a, b, upper, drop = jax.lax.stop_gradient((a, b, upper, drop))
     with jax.enable_x64(True):
         f64 = jnp.float64
-        width = wh.astype(f64) + wl.astype(f64)  # b - a, exact or within 2**-53
+        width = b.astype(f64) - a.astype(f64)
         positive = width > 0
         log_w = jnp.where(positive, jnp.log(jnp.where(positive, width, 1)), -jnp.inf)
-        sh, sl = _log_shape(drop.astype(f64))
-        total = upper[0].astype(f64) + upper[1].astype(f64) + log_w + (sh + sl)
+        y = drop.astype(f64)
+        small = y < 1e-4
+        safe = jnp.where(small, jnp.ones_like(y), y)
+        psi = jnp.where(
+            small, y * (-0.5 + y * (1 / 24)), jnp.log(-jnp.expm1(-safe) * jax.lax.reciprocal(safe))
+        )
+        total = upper[0].astype(f64) + upper[1].astype(f64) + log_w + psi
         hi = total.astype(dtype)
         finite = jnp.isfinite(total)
         lo = jnp.where(finite, total - hi.astype(f64), 0).astype(dtype)
@@ -316,7 +329,6 @@ def _sample_rows(
     num_rows = edges.shape[0]
     a = edges[:, :-1]
     b = edges[:, 1:]
-    width = b - a
     lh, ll = _log_masses(edges, upper, drop)
     has_mass = jnp.isfinite(jnp.max(lh, axis=-1))
     key_interval, key_point = jax.random.split(key)
@@ -326,11 +338,9 @@ def _sample_rows(
     def pick(x: Array) -> Array:
         return jnp.take_along_axis(x, j, axis=1).T
 
-    aj, bj, wj, yj, rj = pick(a), pick(b), pick(width), pick(drop), pick(right)
+    aj, bj, yj, rj = pick(a), pick(b), pick(drop), pick(right)
     v = _random.uniform(key_point, (num_lead, num_rows), edges.dtype)
-    dist = _fraction(v, yj) * wj
-    r = jnp.where(rj, bj - dist, aj + dist)
-    return jnp.clip(r, aj, bj), has_mass
+    return _checks.exact_point(aj, bj, _fraction(v, yj), rj), has_mass
 
 
 def _scale(epsilon: Array, sensitivity: Array, monotonic: bool, dtype) -> Array:
@@ -819,7 +829,7 @@ def private_quantile(
     **Finite precision.** As :func:`exponential_piecewise`: the interval is drawn
     by the categorical kernel (``SECURITY.md``, "The categorical kernel"), adding
     its (ε_c', δ_c') for n + 1 given weights; the double-float log-masses add
-    ``4a`` to ε', ``a = ν + 1e-12`` with ``ν ≤ 6u² ε n`` and ``u = 2**-24`` (the
+    ``4a`` to ε', ``a = ν + 4e-12`` with ``ν ≤ 6u² ε n`` and ``u = 2**-24`` (the
     density is flat in each interval: its drop is 0 and ``ψ(0) = 0`` exactly; the
     target ``q n`` and the utility ``-|j - q n|`` are exact double-floats: rounded
     to float32, ``q n`` moved between neighbours by ``q ± ulp(q n)``, outside what

@@ -298,8 +298,9 @@ def _race(
             return jnp.where(jnp.any(idx[:, None] == chosen[None, :], axis=-1), -jnp.inf, part)
 
         if chosen is not None:  # this round's own row maximum
+            start = _checks.varying_like(jnp.array(-jnp.inf, row.dtype), row, chosen)
             m = jax.lax.fori_loop(
-                0, nblocks, lambda b, mx: jnp.maximum(mx, jnp.max(block(b))), -jnp.inf
+                0, nblocks, lambda b, mx: jnp.maximum(mx, jnp.max(block(b))), start
             ).reshape(1)
         block_keys = jax.random.split(key, nblocks)
 
@@ -312,6 +313,7 @@ def _race(
             return (jnp.where(better, qmin, best), jnp.where(better, qarg + b * width, arg)), None
 
         init = (jnp.array(jnp.inf, dtype), jnp.array(0, jnp.int32))
+        init = _checks.varying_like(init, key, row, m, cr, chosen)  # shard_map
         return jax.lax.scan(scan_block, init, (block_keys, jnp.arange(nblocks)))[0]
 
     def body(key: PRNGKey, step: Array) -> Array:
@@ -326,6 +328,7 @@ def _race(
             return (chosen.at[i].set(jnp.where(best == jnp.inf, -1, arg)), i + 1), None
 
         init = (jnp.full((k,), -1, jnp.int32), jnp.zeros((), jnp.int32))
+        init = _checks.varying_like(init, key, row, m, cr)  # shard_map
         return jax.lax.scan(round_, init, jax.random.split(key, k))[0][0]
 
     out = map_steps(body, key, num_lead * num_rows)

@@ -123,7 +123,7 @@ def _affine_scan(b: Array, a: Array) -> Array:
     """
     n = b.shape[-1]
     rounds = max(1, math.ceil(math.log2(max(n, 2))))
-    pos = jnp.arange(n)
+    pos = jnp.arange(n, dtype=jnp.int32)
 
     def body(k, carry):
         acc_a, acc_b = carry
@@ -133,7 +133,7 @@ def _affine_scan(b: Array, a: Array) -> Array:
         prev_b = jnp.where(has, jnp.roll(acc_b, shift, axis=-1), _NEG_INF)
         return prev_a + acc_a, jnp.logaddexp(acc_b, prev_b + acc_a)
 
-    _, x = jax.lax.fori_loop(0, rounds, body, (a, b))
+    _, x = jax.lax.fori_loop(jnp.int32(0), jnp.int32(rounds), body, (a, b))
     return x
 
 
@@ -225,9 +225,12 @@ def guarantee(
       and the entry is a sum over at most ``(N m)**m`` partial walks. So each is
       within ``e_t = (V + ln N) c u`` of the exact log-sum-exp of the entries below
       it (``c = 4 ceil(log2 N) + 12``: the scans' rounds).
-    * Each choice's logits ``α + φ`` round once more (``u (V + s n)``, and the gap
-      ``s u (2n + 6)``), and each placed quantile's log-length ``2u (L + 1)`` with
-      ``L = max(|ln(hi - lo)|, |ln t|)``.
+    * Each choice's logits ``α + φ`` round twice more (the sum, and the kernel's
+      shift by the row maximum: ``2u (V + s n)``), the gap ``|d - g n|`` is within
+      ``2u n + 6u`` and its product with ``s`` rounds (``s u (3n + 6)`` in all), and
+      each placed quantile's log-length ``2u (L + 1)`` with ``L = max(|ln(hi -
+      lo)|, |ln t|)``. The scale is ``ε (1 - 2**-23) / (2Δ)``, below ε's own float32
+      rounding, so no term for ε.
     * The categorical kernel, in float64, adds ``ε_k - ε`` and ``δ_k`` per choice
       (:func:`jaxdp._descent.guarantee` over the ``N m`` pairs, weights given).
 
@@ -246,7 +249,7 @@ def guarantee(
     v = 2 * s * n + m * (lam + math.log(n_int * m) + math.log(m))
     c = 4 * math.ceil(math.log2(max(n_int, 2))) + 12
     e_table = (v + math.log(n_int)) * c * u
-    e_logit = u * (v + s * n) + s * u * (2 * n + 6)
+    e_logit = 2 * u * (v + s * n) + s * u * (3 * n + 6)
     eps_k, delta_k = _descent.guarantee(n_int * m, epsilon, np.float64, recomputed=False)
     eps = epsilon + 4 * m * (e_table + e_logit) + 4 * m * u * (big_l + 1) + m * (eps_k - epsilon)
     return eps, m * delta_k
@@ -316,7 +319,7 @@ def private_quantiles(
     4⌈log2 N⌉ + 12``); a walk's probability is a product of at most m ratios of
     entries, each also rounding its logits once; the float64 kernel adds
     ``_descent.guarantee(N m, ε, float64)``'s term per choice. At ε = 1: ``ε +
-    9.7e-11`` (n = 10**3, m = 3), ``ε + 4.2e-7`` (n = 10**6, m = 10), and ``δ'
+    1.0e-10`` (n = 10**3, m = 3), ``ε + 4.3e-7`` (n = 10**6, m = 10), and ``δ'
     <= 5e-22``. The ε term grows as ``ε n m``: it reaches ``1e-5`` near ``ε n m
     = 2.4e8`` (ε = 24 at n = 10**6, m = 10). The price is time: 1.7–2.0× the
     float32 walk's on XLA:CPU (the table and every choice). The targets ``g_j = q_j -
@@ -427,7 +430,7 @@ def _quantiles_impl(key, data, qs, bounds, epsilon, *, shape):
     left = jnp.take_along_axis(edges[None], idx, axis=-1)
     right = jnp.take_along_axis(edges[None], idx + 1, axis=-1)
     u = _random.uniform(key_point, idx.shape, dtype)
-    points = jnp.clip(left + u * (right - left), left, right)
+    points = _checks.exact_point(left, right, u)
     points = jnp.sort(points, axis=-1)
 
     valid = bounds_ok & qs_ok & _rows.flatten_batch(data_ok, tail)
@@ -450,7 +453,11 @@ def _walk(key, edges, qs, epsilon, *, num_lead, tail):
     # sensitivity of the utility for the rounded gaps: sum(g) + 1 - 2 min(g)
     delta_u = jnp.sum(gaps) + 1 - 2 * jnp.min(gaps)
     big_t, frac = _targets(gaps, n)
-    scale = _rows.flatten_batch(epsilon.astype(work) / (2 * delta_u), tail)
+    # ε / (2Δ) as a product (checkify's division check would meet a float64 division
+    # after this enable_x64 has closed), rounded down past ε's own float32 rounding
+    # (ε_32 <= ε (1 + 2**-24)) and the product's: the walk is never above ε.
+    inv = jax.lax.reciprocal(2 * delta_u)
+    scale = _rows.flatten_batch(epsilon.astype(work) * inv * (1 - 2.0**-23), tail)
 
     alpha = jax.vmap(_forward, in_axes=(0, 0, None, None))(log_len, scale, big_t, frac)
     # alpha: (rows, m, N, m) -> per level (m, rows, N, m)
@@ -482,7 +489,7 @@ def _walk(key, edges, qs, epsilon, *, num_lead, tail):
         rem_out = jnp.where(need, r_new - 1, remaining - 1)
         return (i_out, rem_out), i_out
 
-    levels = jnp.arange(m - 1, -1, -1)
+    levels = jnp.arange(m - 1, -1, -1, dtype=jnp.int32)
     keys = jax.random.split(key, m)
     init = (jnp.zeros(draw_shape, jnp.int32), jnp.zeros(draw_shape, jnp.int32))
     init = _checks.varying_like(init, key, edges, qs, epsilon)  # shard_map

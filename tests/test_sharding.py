@@ -171,3 +171,40 @@ def test_montecarlo_runs_trials_with_loops_from_constant_carries():
         keys = jnp.stack([montecarlo.trial_key(jax.random.key(5), i) for i in range(64)])
         want = float(np.mean(np.asarray(jax.vmap(trial)(keys)["v"], np.float64)))
         assert float(res["v"].mean) == pytest.approx(want, rel=1e-5), name
+
+
+LONG = RNG.normal(size=(1, 2**18 + 1)).astype(np.float32)  # past the CPU's race chunk
+LONG_SAMPLERS = {
+    "report_noisy_max": lambda k, s: jaxdp.report_noisy_max(k, s, epsilon=1.0, **SENS),
+    "permute_and_flip": lambda k, s: jaxdp.permute_and_flip(k, s, epsilon=1.0, **SENS),
+    "top_k": lambda k, s: jaxdp.top_k(k, s, 2, epsilon=1.0, **SENS).sum(),
+    "exponential_gumbel": lambda k, s: jaxdp.exponential(
+        k, s, epsilon=1.0, **SENS, method="gumbel"
+    ),
+    "exponential_gumbel_log_measure": lambda k, s: jaxdp.exponential(
+        k, s, epsilon=1.0, **SENS, method="gumbel", log_measure=jnp.zeros(s.shape[-1])
+    ),
+}
+
+
+@pytest.mark.parametrize("varies", ["key", "data"])
+@pytest.mark.parametrize("name", sorted(LONG_SAMPLERS))
+def test_long_rows_inside_shard_map(name, varies):
+    """Rows longer than a race chunk (2**18 candidates on CPU) are raced block by
+    block in loops of their own: the same check, the same draws."""
+    f = LONG_SAMPLERS[name]
+    mesh = _mesh()
+    keys = jax.random.split(jax.random.key(4), 1)
+
+    def per_device(keys, scores):
+        return jnp.asarray(f(keys[0], scores[0]), jnp.int32)[None]
+
+    specs = (P("d"), P()) if varies == "key" else (P(), P("d"))
+    sharded = jax.jit(jax.shard_map(per_device, mesh=mesh, in_specs=specs, out_specs=P("d")))
+    args = [
+        jax.device_put(a, NamedSharding(mesh, sp))
+        for a, sp in zip((keys, LONG), specs, strict=True)
+    ]
+    np.testing.assert_array_equal(
+        np.asarray(sharded(*args)), np.asarray(jax.jit(per_device)(keys, LONG))
+    )

@@ -64,7 +64,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _checks, _tuning
+from . import _tracing, _tuning
 from . import _twofloat as tf
 from ._random import bits64
 from ._typing import Array, PRNGKey
@@ -280,7 +280,7 @@ def _lower_bound(keys: tuple[Array, Array], q: tuple[Array, Array], strict: bool
         half = jnp.right_shift(jnp.int32(size), i + 1)
         return jnp.where(below(_take64(keys, p + half - 1), q), p + half, p)
 
-    p0 = _checks.varying_like(jnp.zeros(q[0].shape, jnp.int32), keys, q)  # shard_map
+    p0 = _tracing.varying_like(jnp.zeros(q[0].shape, jnp.int32), keys, q)  # shard_map
     p = jax.lax.fori_loop(0, b, step, p0)
     # p = N - 1: is the last key below too?
     return jnp.where((p == size - 1) & below(_take64(keys, p), q), size, p)

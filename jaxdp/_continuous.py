@@ -72,7 +72,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _alias, _checks, _descent, _inverse_cdf, _logits, _random, _rows
+from . import _alias, _checks, _descent, _inverse_cdf, _logits, _random, _rows, _tracing
 from . import _twofloat as _tf
 from ._debug_check import debug_check
 from ._typing import Array, ArrayLike, PRNGKey
@@ -340,7 +340,7 @@ def _sample_rows(
 
     aj, bj, yj, rj = pick(a), pick(b), pick(drop), pick(right)
     v = _random.uniform(key_point, (num_lead, num_rows), edges.dtype)
-    return _checks.exact_point(aj, bj, _fraction(v, yj), rj), has_mass
+    return _tracing.exact_point(aj, bj, _fraction(v, yj), rj), has_mass
 
 
 def _scale(epsilon: Array, sensitivity: Array, monotonic: bool, dtype) -> Array:

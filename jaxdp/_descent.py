@@ -70,7 +70,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _alias, _checks, _logits, _random, _tuning
+from . import _alias, _logits, _random, _tracing, _tuning
 from . import _twofloat as _tf
 from ._twofloat import split as _split
 from ._twofloat import two_sum as _two_sum
@@ -249,7 +249,7 @@ def _counting_rows(
     def _rule(axis_size: int, in_batched: list[bool], x: Array) -> tuple[Array, bool]:
         (batched,) = in_batched
         rows = num_rows * axis_size if batched else num_rows
-        with _checks.x64_for(x):
+        with _tracing.x64_for(x):
             return _counting_rows(body, rows, *args)(x), batched
 
     return fn

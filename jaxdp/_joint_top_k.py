@@ -42,7 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _checks, _descent, _logits, _rows, _threefry, _top_k, _tuning
+from . import _checks, _descent, _logits, _rows, _threefry, _top_k, _tracing, _tuning
 from . import _twofloat as _tf
 from ._debug_check import debug_check
 from ._typing import Array, ArrayLike, PRNGKey
@@ -223,7 +223,7 @@ def _search(flat: Array, n: int, base: Array, cp: Array, e_hi: Array, e_lo: Arra
         return jnp.where((cand <= n) & below, cand, pos)
 
     zero = jnp.zeros(jnp.broadcast_shapes(base.shape, e_hi.shape), jnp.int32)
-    zero = _checks.varying_like(zero, flat, base, cp, e_hi, e_lo, strict)
+    zero = _tracing.varying_like(zero, flat, base, cp, e_hi, e_lo, strict)
     return jax.lax.fori_loop(0, steps, body, zero)
 
 
@@ -280,7 +280,7 @@ def _count_products(c_sorted: Array, e_hi: Array, e_lo: Array, *, k: int, per: i
     one = jnp.ones(e_hi.shape, dtype)
     init = (one, jnp.zeros_like(one), jnp.zeros(e_hi.shape, jnp.int32))
     steps = jnp.arange(-(-k // per), dtype=jnp.int32)
-    init = _checks.carry_for(lambda carry: add_block(carry, steps[0])[0], init)  # shard_map
+    init = _tracing.carry_for(lambda carry: add_block(carry, steps[0])[0], init)  # shard_map
     return jax.lax.scan(add_block, init, steps)[0]
 
 
@@ -440,7 +440,7 @@ def _joint_top_k_impl(key, scores, epsilon, sensitivity, *, k, monotonic, shape)
     )
     keys = jax.random.split(key_fill, k)
     xs = (jnp.arange(k, dtype=jnp.int32), keys, sizes)
-    used0 = _checks.carry_for(lambda used: fill(used, jax.tree.map(lambda x: x[0], xs))[0], used0)
+    used0 = _tracing.carry_for(lambda used: fill(used, jax.tree.map(lambda x: x[0], xs))[0], used0)
     _, (picked, ok_fill) = jax.lax.scan(fill, used0, xs)
     picked = jnp.moveaxis(picked, 0, -1)  # (S, R, k) sorted indices
     ok = ok & jnp.all(ok_fill, axis=0)

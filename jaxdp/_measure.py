@@ -45,7 +45,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _checks, _descent, _random, _tuning
+from . import _descent, _random, _tracing, _tuning
 from ._logits import clip_scale
 from ._noisy_kernels import round_down_scale
 from ._rows import broadcast_batch, even_chunks, map_steps, split_shape
@@ -238,7 +238,7 @@ def _race(key: PRNGKey, rate: Array, num_draws: int, plan: tuple[str, int, int])
             return (jnp.where(better, qmin, best), jnp.where(better, qarg + b * width, arg)), None
 
         init = (jnp.array(jnp.inf, dtype), jnp.array(0, jnp.int32))
-        init = _checks.varying_like(init, key, row)  # shard_map
+        init = _tracing.varying_like(init, key, row)  # shard_map
         keys = jax.random.split(key, nblocks)
         return jax.lax.scan(scan_block, init, (keys, jnp.arange(nblocks)))[0][1]
 

@@ -59,7 +59,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _checks, _logits, _random, _tuning
+from . import _logits, _random, _tracing, _tuning
 from ._logits import Logits, clip_scale
 from ._rows import even_chunks, map_steps, split_shape
 from ._rows import largest_divisor as _largest_divisor
@@ -145,7 +145,7 @@ def _peel(key: PRNGKey, scores: Array, c: Array, k: int, noise: str) -> Array:
         arg = jnp.where(best == jnp.inf, -1, arg)
         return jnp.where(iota == arg[..., None], -jnp.inf, remaining), arg
 
-    init = _checks.varying_like(scores, key, xs, c)  # shard_map: rounds vary as the key
+    init = _tracing.varying_like(scores, key, xs, c)  # shard_map: rounds vary as the key
     out = jax.lax.scan(round_, init, xs)[1]  # (k, ...)
     return jnp.moveaxis(out, 0, -1).astype(jnp.int32)
 
@@ -298,7 +298,7 @@ def _race(
             return jnp.where(jnp.any(idx[:, None] == chosen[None, :], axis=-1), -jnp.inf, part)
 
         if chosen is not None:  # this round's own row maximum
-            start = _checks.varying_like(jnp.array(-jnp.inf, row.dtype), row, chosen)
+            start = _tracing.varying_like(jnp.array(-jnp.inf, row.dtype), row, chosen)
             m = jax.lax.fori_loop(
                 0, nblocks, lambda b, mx: jnp.maximum(mx, jnp.max(block(b))), start
             ).reshape(1)
@@ -313,7 +313,7 @@ def _race(
             return (jnp.where(better, qmin, best), jnp.where(better, qarg + b * width, arg)), None
 
         init = (jnp.array(jnp.inf, dtype), jnp.array(0, jnp.int32))
-        init = _checks.varying_like(init, key, row, m, cr, chosen)  # shard_map
+        init = _tracing.varying_like(init, key, row, m, cr, chosen)  # shard_map
         return jax.lax.scan(scan_block, init, (block_keys, jnp.arange(nblocks)))[0]
 
     def body(key: PRNGKey, step: Array) -> Array:
@@ -328,7 +328,7 @@ def _race(
             return (chosen.at[i].set(jnp.where(best == jnp.inf, -1, arg)), i + 1), None
 
         init = (jnp.full((k,), -1, jnp.int32), jnp.zeros((), jnp.int32))
-        init = _checks.varying_like(init, key, row, m, cr)  # shard_map
+        init = _tracing.varying_like(init, key, row, m, cr)  # shard_map
         return jax.lax.scan(round_, init, jax.random.split(key, k))[0][0]
 
     out = map_steps(body, key, num_lead * num_rows)

@@ -62,7 +62,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _checks, _logits, _random, _rows, _sampling
+from . import _checks, _logits, _random, _rows, _sampling, _tracing
 from . import _twofloat as _tf
 from ._continuous import _pair
 from ._debug_check import debug_check
@@ -430,7 +430,7 @@ def _quantiles_impl(key, data, qs, bounds, epsilon, *, shape):
     left = jnp.take_along_axis(edges[None], idx, axis=-1)
     right = jnp.take_along_axis(edges[None], idx + 1, axis=-1)
     u = _random.uniform(key_point, idx.shape, dtype)
-    points = _checks.exact_point(left, right, u)
+    points = _tracing.exact_point(left, right, u)
     points = jnp.sort(points, axis=-1)
 
     valid = bounds_ok & qs_ok & _rows.flatten_batch(data_ok, tail)
@@ -492,6 +492,6 @@ def _walk(key, edges, qs, epsilon, *, num_lead, tail):
     levels = jnp.arange(m - 1, -1, -1, dtype=jnp.int32)
     keys = jax.random.split(key, m)
     init = (jnp.zeros(draw_shape, jnp.int32), jnp.zeros(draw_shape, jnp.int32))
-    init = _checks.varying_like(init, key, edges, qs, epsilon)  # shard_map
+    init = _tracing.varying_like(init, key, edges, qs, epsilon)  # shard_map
     _, idx = jax.lax.scan(step, init, (levels, alpha[::-1], keys))
     return jnp.moveaxis(idx[::-1], 0, -1)  # (S, R, m), quantile order

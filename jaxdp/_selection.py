@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _checks, _sampling, _tuning
+from . import _checks, _sampling, _tracing, _tuning
 from ._typing import Array, ArrayLike, PRNGKey
 
 _TRUNCATION_DELTA = 1e-12
@@ -271,7 +271,7 @@ def _select_impl(key, log_probs, *, candidate_fn, block):
         return b + 1, new_score, new_cand, jnp.bool_(True)
 
     state = (jnp.int32(0), best_score, best_cand, jnp.bool_(False))
-    state = _checks.carry_for(body, state)  # shard_map: runs vary with the key
+    state = _tracing.carry_for(body, state)  # shard_map: runs vary with the key
     _, score, cand, _ = jax.lax.while_loop(cond, body, state)
     return score, cand
 

@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _checks, _logits, _noisy_kernels, _random, _rows, _threefry
+from . import _checks, _logits, _noisy_kernels, _random, _rows, _threefry, _tracing
 from ._debug_check import debug_check
 from ._typing import Array, ArrayLike, PRNGKey
 
@@ -309,7 +309,7 @@ def _streaming_impl(
         _, s, b = chunk_scores(c)
         return jnp.maximum(row_max, jnp.max(s, axis=-1)), bad | b
 
-    init = _checks.carry_for(lambda carry: max_body(0, carry), (neg_inf_rows, no_bad))
+    init = _tracing.carry_for(lambda carry: max_body(0, carry), (neg_inf_rows, no_bad))
     row_max, bad = jax.lax.fori_loop(0, num_chunks, max_body, init)
     m = row_max[:, None]
     key = _threefry.fast_key(key)
@@ -331,7 +331,7 @@ def _streaming_impl(
         jnp.full((num_lead, num_rows), jnp.inf, dtype),
         jnp.zeros((num_lead, num_rows), jnp.int32),
     )
-    init = _checks.carry_for(lambda carry: body(0, carry), init)  # shard_map
+    init = _tracing.carry_for(lambda carry: body(0, carry), init)  # shard_map
     _, out = jax.lax.fori_loop(0, num_chunks, body, init)
 
     valid = params_ok & ~bad & (row_max > -jnp.inf)

@@ -86,7 +86,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_batching import custom_vmap
 
-from . import _alias, _checks, _descent, _logits, _tuning
+from . import _alias, _descent, _logits, _tracing, _tuning
 from ._logits import Logits
 from ._noisy_kernels import _first_argmin
 from ._random import _unit64, bits64
@@ -323,7 +323,7 @@ def _flip_integrals(p: Array, per: int) -> tuple[Array, Array]:
 
     zero = jnp.zeros((num_rows, n), dtype)
     xs = (vh, vl, wh, wl)
-    init = _checks.carry_for(lambda acc: block(acc, tuple(x[0] for x in xs))[0], (zero, zero))
+    init = _tracing.carry_for(lambda acc: block(acc, tuple(x[0] for x in xs))[0], (zero, zero))
     return jax.lax.scan(block, init, xs)[0]
 
 
@@ -461,9 +461,9 @@ def _prefix_products(hi: Array, lo: Array, width: int = 32) -> tuple[Array, Arra
         return c, c
 
     start = (jnp.ones((blocks,), hi.dtype), jnp.zeros((blocks,), hi.dtype))
-    start = _checks.varying_like(start, hi, lo)  # shard_map
+    start = _tracing.varying_like(start, hi, lo)  # shard_map
     (th, tl), (ph, pl) = jax.lax.scan(step, start, (bh, bl))  # within blocks
-    unit = _checks.varying_like((jnp.ones((), hi.dtype), jnp.zeros((), hi.dtype)), hi, lo)
+    unit = _tracing.varying_like((jnp.ones((), hi.dtype), jnp.zeros((), hi.dtype)), hi, lo)
     _, (xh, xl) = jax.lax.scan(lambda c, x: (_mul(c[0], c[1], x[0], x[1]), c), unit, (th, tl))
     ih, il = _mul(xh[None, :], xl[None, :], ph, pl)  # block prefix x within-block
     return ih.T.reshape(-1)[:n], il.T.reshape(-1)[:n]
@@ -572,7 +572,7 @@ def _below_top(key: PRNGKey, p: Array, idx: Array) -> Array:
 
             # Steps past the last such draw write nothing (their positions are `size`).
             steps = _batch_max((total + (chunk - 1)) // chunk)
-            start = _checks.carry_for(lambda out: race(0, out), flat)  # shard_map
+            start = _tracing.carry_for(lambda out: race(0, out), flat)  # shard_map
             return jax.lax.fori_loop(0, steps, race, start)
 
         return run

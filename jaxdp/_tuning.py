@@ -71,7 +71,7 @@ from typing import Any
 
 import jax
 
-from . import _alias, _checks
+from . import _alias, _tracing
 
 #: The platform kinds that have their own values.
 KINDS = ("cpu", "gpu")
@@ -101,7 +101,7 @@ def staged(plan: Callable[[str], Hashable], build: Callable[[Any], Callable], *a
         fn = build(p)
 
         def run(*xs: Any) -> Any:  # under shard_map the branches' outputs must agree
-            return _checks.varying_like(fn(*xs), *xs)
+            return _tracing.varying_like(fn(*xs), *xs)
 
         return run
 

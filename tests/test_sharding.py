@@ -5,7 +5,7 @@ A loop whose carry starts as a constant and is updated from a per-device key or
 per-device data has a body whose output carry varies over the mesh axis while its
 input does not; shard_map rejects that ("scan body function carry input and carry
 output must have equal types"). The kernels cast such initial carries first
-(``jaxdp._checks.varying_like``, ``carry_for``). A one-device mesh tracks varying
+(``jaxdp._tracing.varying_like``, ``carry_for``). A one-device mesh tracks varying
 axes as a larger one does, so these run in-process.
 """
 

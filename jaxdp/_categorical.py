@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 
 import jax
@@ -251,8 +252,33 @@ def _mode_impl(key, counts, in_range, epsilon, sensitivity, *, shape):
 @partial(jax.jit, static_argnames=("k",))
 def _counts(values: Array, k: int) -> tuple[Array, Array]:
     """Per-row category counts ``[..., k]`` and a per-row flag that every value is
-    in ``[0, k)`` (traced values outside it would be dropped by ``bincount``)."""
-    flat = values.reshape((math.prod(values.shape[:-1]), values.shape[-1]))  # n may be 0
-    counts = jax.vmap(lambda v: jnp.bincount(v, length=k))(flat)
-    in_range = jnp.all((values >= 0) & (values < k), axis=-1)
-    return counts.reshape(values.shape[:-1] + (k,)), in_range  # int: exact gaps above 2**24
+    in ``[0, k)`` (values outside it are not counted; the flag marks their row)."""
+    return _row_counts(k)(values)
+
+
+@functools.cache
+def _row_counts(k: int) -> Callable[[Array], tuple[Array, Array]]:
+    """:func:`_counts` for ``k`` categories as a ``custom_vmap`` function whose rule
+    counts a ``vmap``'s members as more rows of one call: a batched scatter fails
+    checkify's index check inside JAX (an ``IndexError``), so ``private_mode``
+    under ``vmap`` and ``checkify`` would crash."""
+
+    @jax.custom_batching.custom_vmap
+    def counts(values: Array) -> tuple[Array, Array]:
+        rows = math.prod(values.shape[:-1])
+        flat = values.reshape((rows, values.shape[-1]))  # n may be 0
+        ok = (flat >= 0) & (flat < k)
+        row = jax.lax.broadcasted_iota(jnp.int32, flat.shape, 0)
+        col = jnp.where(ok, flat, 0).astype(jnp.int32)
+        table = jnp.zeros((rows, k), jnp.int32)
+        table = table.at[row, col].add(ok.astype(jnp.int32), mode="promise_in_bounds")
+        in_range = jnp.all(ok, axis=-1).reshape(values.shape[:-1])
+        return table.reshape(values.shape[:-1] + (k,)), in_range  # exact gaps above 2**24
+
+    @counts.def_vmap
+    def _rule(axis_size: int, in_batched: list[bool], values: Array):
+        del axis_size  # the batch axis leads `values`: more rows
+        (batched,) = in_batched
+        return counts(values), (batched, batched)
+
+    return counts

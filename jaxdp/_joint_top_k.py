@@ -216,8 +216,7 @@ def _search(flat: Array, n: int, base: Array, cp: Array, e_hi: Array, e_lo: Arra
         stride = jnp.left_shift(jnp.int32(1), steps - 1 - t)
         cand = pos + stride
         c_l = jnp.take(flat, base + jnp.minimum(cand, n) - 1, mode="clip")
-        d_hi, d_lo = _tf.two_sum(cp, -c_l)
-        d_lo = jnp.where(jnp.isfinite(d_hi), d_lo, jnp.zeros_like(d_lo))
+        d_hi, d_lo = _minus(cp, c_l)
         tie = jnp.where(strict, d_lo < e_lo, d_lo <= e_lo)
         below = (d_hi < e_hi) | ((d_hi == e_hi) & tie)
         return jnp.where((cand <= n) & below, cand, pos)
@@ -227,10 +226,24 @@ def _search(flat: Array, n: int, base: Array, cp: Array, e_hi: Array, e_lo: Arra
     return jax.lax.fori_loop(0, steps, body, zero)
 
 
+def _minus(a: Array, b: Array) -> tuple[Array, Array]:
+    """``a - b`` exactly, as a TwoSum pair, for a finite ``a`` (a score among a row's
+    top k) and a ``b`` that may be ``-inf``: ``(+inf, 0)`` then (``-inf`` where ``a``
+    is ``-inf``, a row with fewer than k finite scores, which is invalid). The
+    TwoSum runs on finite stand-ins, so it never computes ``inf - inf`` (checkify's
+    nan_checks would report its NaN); a difference that overflows is ``+-inf`` with
+    its low part set to 0."""
+    finite = jnp.isfinite(a) & jnp.isfinite(b)
+    zero = jnp.zeros_like(a)
+    d_hi, d_lo = _tf.two_sum(jnp.where(finite, a, zero), -jnp.where(finite, b, zero))
+    infinite = jnp.where(a == -jnp.inf, -jnp.inf, jnp.inf).astype(d_hi.dtype)
+    d_hi = jnp.where(finite, d_hi, infinite)
+    return d_hi, jnp.where(jnp.isfinite(d_hi), d_lo, jnp.zeros_like(d_lo))
+
+
 def _errors(c_i: Array, c_j: Array) -> tuple[Array, Array]:
-    """``c_i - c_j`` exactly, as a TwoSum pair (low part 0 where the high part is infinite)."""
-    e_hi, e_lo = _tf.two_sum(c_i, -c_j)
-    return e_hi, jnp.where(jnp.isfinite(e_hi), e_lo, jnp.zeros_like(e_lo))
+    """``c_i - c_j`` exactly, as a TwoSum pair (:func:`_minus`)."""
+    return _minus(c_i, c_j)
 
 
 #: The most positions whose counts one step of :func:`_count_products` searches at
@@ -328,7 +341,10 @@ def group_weights(c_sorted: Array, scale: Array, k: int) -> tuple[Array, Array]:
     mh, ml, x = mh * inv, ml * inv, x + e
 
     # -scale E = big + small exactly, big = fl(d_hi scale) (TwoProduct).
-    d_hi, d_lo = -e_hi, -e_lo
+    # A -inf item's error is +inf: it gets a finite stand-in here (its weight is 0,
+    # `live` below), so the TwoProduct's split never computes inf - inf.
+    d_hi = jnp.where(c_j > -jnp.inf, -e_hi, jnp.zeros_like(e_hi))
+    d_lo = -e_lo
     d_hi, d_lo, c = _tf.balance(d_hi, d_lo, scale[:, None, None])  # no subnormal products
     big, big_lo = _tf.two_prod(d_hi, c)
     small = big_lo + d_lo * c
@@ -345,7 +361,8 @@ def group_weights(c_sorted: Array, scale: Array, k: int) -> tuple[Array, Array]:
     safe_mh = jnp.where(live, mh, jnp.ones_like(mh))
     rest = (small + (h_lo + p_lo)) + (s * dtype.type(ln2_lo) + ml / safe_mh)
     # exp(rest) by a polynomial: XLA would merge two exponentials into exp(h + rest).
-    w = jnp.exp(h) * _tf.exp_small(rest) * mh
+    # (dead groups' h may be large: exp on a stand-in, so that no inf * 0 is formed)
+    w = jnp.exp(jnp.where(live, h, jnp.zeros_like(h))) * _tf.exp_small(rest) * mh
     return jnp.where(live, w, jnp.zeros_like(w)), t
 
 

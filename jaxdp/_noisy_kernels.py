@@ -99,7 +99,11 @@ def race_rates(scores: Array, row_max: Array, scale: Array) -> Array:
     ``c_exp * 2**-24`` the relative error of the backend's float32 ``exp``.
     """
     f = scores.dtype.type
-    d_hi, d_lo = two_sum(row_max, -scores)  # d_hi + d_lo == row_max - scores exactly
+    never = scores == -jnp.inf
+    # A -inf score races as row_max (rate 1), then gets rate +inf below: the TwoSum
+    # never meets inf - inf, whose NaN checkify's nan_checks would report.
+    live = jnp.where(never, row_max, scores)
+    d_hi, d_lo = two_sum(row_max, -live)  # d_hi + d_lo == row_max - scores exactly
     infinite = d_hi == jnp.inf
     d_hi, d_lo, scale = balance(d_hi, d_lo, scale)  # no subnormal partial product
     # The product's error term is exact (halves of 12 bits); the remainder is ~2**-11
@@ -110,7 +114,7 @@ def race_rates(scores: Array, row_max: Array, scale: Array) -> Array:
     clipped = (t_hi > floor) | ((t_hi == floor) & (t_lo >= 0)) | infinite
     e = jnp.exp(jnp.minimum(t_hi, floor))
     rate = jnp.where(clipped, f(np.exp(np.float64(LOGIT_FLOOR))), e + e * t_lo)
-    return jnp.where(scores == -jnp.inf, f(jnp.inf), rate)
+    return jnp.where(never, f(jnp.inf), rate)
 
 
 def _first_argmin(q: Array) -> tuple[Array, Array]:
@@ -314,7 +318,7 @@ def _race(
 
         init = (jnp.array(jnp.inf, dtype), jnp.array(0, jnp.int32))
         init = _tracing.varying_like(init, key, row, m, cr, chosen)  # shard_map
-        return jax.lax.scan(scan_block, init, (block_keys, jnp.arange(nblocks)))[0]
+        return jax.lax.scan(scan_block, init, (block_keys, jnp.arange(nblocks, dtype=jnp.int32)))[0]
 
     def body(key: PRNGKey, step: Array) -> Array:
         r = step % num_rows

@@ -110,6 +110,17 @@ def _gap(d: Array, whole: Array, frac: Array) -> Array:
 # ----------------------------------------------------------------------------- log-semiring scans
 
 
+def _logaddexp(a: Array, b: Array) -> Array:
+    """``jnp.logaddexp`` (the same formula, the same values), but ``-inf`` for two
+    ``-inf`` without computing ``-inf - -inf``: checkify's nan_checks reports the
+    NaN that ``jnp.logaddexp`` forms on the way, though it never returns it."""
+    top = jnp.maximum(a, b)
+    live = top > _NEG_INF
+    zero = jnp.zeros_like(top)
+    gap = jnp.abs(jnp.where(live, a, zero) - jnp.where(live, b, zero))
+    return top + jnp.log1p(jnp.exp(-gap))
+
+
 def _affine_scan(b: Array, a: Array) -> Array:
     """``x_p = b_p ⊕ (x_{p-1} + a_p)``, ``x_{-1} = -inf``, along the last axis.
 
@@ -131,7 +142,7 @@ def _affine_scan(b: Array, a: Array) -> Array:
         has = pos >= shift
         prev_a = jnp.where(has, jnp.roll(acc_a, shift, axis=-1), 0.0)
         prev_b = jnp.where(has, jnp.roll(acc_b, shift, axis=-1), _NEG_INF)
-        return prev_a + acc_a, jnp.logaddexp(acc_b, prev_b + acc_a)
+        return prev_a + acc_a, _logaddexp(acc_b, prev_b + acc_a)
 
     _, x = jax.lax.fori_loop(jnp.int32(0), jnp.int32(rounds), body, (a, b))
     return x
@@ -174,8 +185,8 @@ def _transition(hat: Array, s: Array, big_t: Array, frac: Array) -> Array:
         prefix_scan[jnp.clip(p, 0, n_int - 1)] - s * (c - w).astype(dtype),
         _NEG_INF,
     )
-    near = jnp.where(big_t >= 1, jnp.logaddexp(suffix, prefix) - s * frac, _NEG_INF)
-    return jnp.logaddexp(far, near)
+    near = jnp.where(big_t >= 1, _logaddexp(suffix, prefix) - s * frac, _NEG_INF)
+    return _logaddexp(far, near)
 
 
 def _normalise(x: Array) -> Array:

@@ -7,10 +7,21 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from . import _checks, _logits, _noisy_kernels
 from ._debug_check import debug_check
 from ._typing import Array, ArrayLike, PRNGKey
+
+#: Largest k whose k peeling rounds run in float32: each round adds at most
+#: 40 * 2**-24 to ε (SECURITY.md, "Finite precision: noise-based paths"), and
+#: 4 rounds add 9.5e-6, inside DESIGN.md's ε + 1e-5. Larger k peel in float64.
+FLOAT32_ROUNDS = 4
+
+#: What one peeling round adds to ε, per dtype: 40 units of 2**-24 in float32;
+#: 543 units of 2**-53 in float64, where XLA:CPU's log1p is off by up to 240
+#: units (bounded by 256 in SECURITY.md and checked by the tests).
+ROUND_EXCESS = {np.dtype(np.float32): 40 * 2.0**-24, np.dtype(np.float64): 543 * 2.0**-53}
 
 
 def top_k(
@@ -41,11 +52,17 @@ def top_k(
     ``argmin E_i exp(c (m - s_i))`` at c = ε/(2kΔ), each over the outcomes not
     yet chosen with their own maximum m and fresh Exp(1) noise from 64 random
     bits (the same law as one-shot Gumbel top-k; each round's logits are exact
-    two-float pairs clipped 80 below m, which is exactly as private). In float32
-    the k-tuple is (ε', δ')-DP with ε' = ε + 40·k·2⁻²⁴ (ε + 2.4e-6·k) and
-    δ' = k·n·(1 + e^(ε/k + 2.4e-6))·2⁻⁶⁵; at ε/k = 1, δ'/k = 1.0e-16
-    (n = 10³), 1.0e-13 (n = 10⁶), 2.2e-10 (n = 2³¹). Derivation: SECURITY.md,
-    "Finite precision: noise-based paths". Cost: k times the noise of one round.
+    two-float pairs clipped 80 below m, which is exactly as private). Each round
+    adds at most 40·2⁻²⁴ to ε in float32, so for k <= 4 (``FLOAT32_ROUNDS``) the
+    rounds run in float32: ε' = ε + 40·k·2⁻²⁴ <= ε + 9.5e-6. For larger k they run
+    in float64 (rates, noise and products), whatever the global x64 flag, and add
+    543·2⁻⁵³ each: ε' = ε + 6.0e-14·k (<= ε + 1e-5 for every k <= 1.6·10⁸). In
+    both, δ' = k·n·(1 + e^(ε/k + a))·2⁻⁶⁵, a the round's excess (the 64-bit noise
+    grid, per round and outcome); at ε/k = 1, δ'/k = 1.0e-16 (n = 10³), 1.0e-13
+    (n = 10⁶), 2.2e-10 (n = 2³¹), and δ' <= 1e-10 while k·n <= 9.9·10⁸ (every k at
+    n <= 3.1·10⁴; k <= 990 at n = 10⁶; ``guarantee(n, k, ε)``).
+    Derivation: SECURITY.md, "Finite precision: noise-based paths". Cost: k times
+    the noise of one round; the float64 rounds cost 2-3× the float32 ones on CPU.
 
     Args:
       key: a PRNG key (typed or legacy); one key per call.
@@ -134,5 +151,37 @@ def _top_k_impl(key, scores, epsilon, sensitivity, *, k, monotonic, shape):
     logits = _logits.from_scores(scores, scale)
     _checks.debug_check_selectable(fn, logits.row_max)
     valid = _logits.row_valid(logits.row_max, epsilon, sensitivity)
-    idx = _noisy_kernels.noisy_argmax(key, logits, shape, "gumbel", k=k)
+    if k <= FLOAT32_ROUNDS or logits.scale.dtype == jnp.float64:
+        idx = _noisy_kernels.noisy_argmax(key, logits, shape, "gumbel", k=k)
+    else:
+        idx = _peel_in_float64(key, logits, shape, k)
     return jnp.where(jnp.broadcast_to(valid, shape)[..., None], idx, -1)
+
+
+def _peel_in_float64(key, logits, shape, k):
+    """The k rounds of :func:`jaxdp._noisy_kernels.noisy_argmax` with rates, noise and
+    products in float64 (inside ``jax.enable_x64``, whatever the global flag). The
+    float32 scale is rounded down in float64 by the kernel (its 2**-21 covers the
+    float32 roundings of ε/k and 2Δ); float scores convert exactly, integer scores
+    give their gaps in float64. The indices are integers: no gradient flows in."""
+    logits = _logits.no_gradient(logits)
+    with jax.enable_x64(True):
+        scores = logits.scores
+        if not jnp.issubdtype(scores.dtype, jnp.integer):
+            scores = scores.astype(jnp.float64)
+        wide = _logits.Logits(scores, logits.row_max, logits.scale.astype(jnp.float64))
+        wide = wide.as_float()
+        wide = wide._replace(row_max=wide.row_max.astype(jnp.float64))
+        return _noisy_kernels.noisy_argmax(key, wide, shape, "gumbel", k=k)
+
+
+def guarantee(n: int, k: int, epsilon: float, dtype=np.float32) -> tuple[float, float]:
+    """``(ε', δ')`` of one :func:`top_k` draw of ``k`` of ``n`` outcomes at total
+    ``epsilon`` with the compute ``dtype`` (SECURITY.md, "Finite precision:
+    noise-based paths"): each of the k peeling rounds adds :data:`ROUND_EXCESS` of
+    its dtype to ε (float32 for k <= :data:`FLOAT32_ROUNDS` in float32, else
+    float64) and ``n (1 + e**(ε/k + excess)) 2**-65`` to δ (the 64-bit noise
+    grid), by basic composition."""
+    wide = k > FLOAT32_ROUNDS or np.dtype(dtype) == np.float64
+    excess = ROUND_EXCESS[np.dtype(np.float64 if wide else np.float32)]
+    return epsilon + k * excess, k * n * (1 + np.exp(epsilon / k + excess)) * 2.0**-65

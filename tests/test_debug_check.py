@@ -51,6 +51,10 @@ TRACED_CALLS = {
         (S, 1.0),
     ),
     "top_k": (lambda s, e: jaxdp.top_k(KEY, s, 2, epsilon=e, sensitivity=1.0), (S, 1.0)),
+    "top_k_float64": (  # k past FLOAT32_ROUNDS: rounds in float64
+        lambda s, e: jaxdp.top_k(KEY, s, 5, epsilon=e, sensitivity=1.0),
+        (jnp.tile(S, (1, 2)), 1.0),
+    ),
     "joint_top_k": (
         lambda s, e: jaxdp.joint_top_k(KEY, s, 2, epsilon=e, sensitivity=1.0),
         (S, 1.0),
@@ -120,6 +124,101 @@ def test_jitted_mechanisms_have_no_effects(name):
     assert "epsilon must be finite and > 0" in str(err.get())
     err, _ = checkify.checkify(jax.jit(fn), errors=checkify.user_checks)(*args)
     assert err.get() is None
+
+
+MASKED = S.at[:, 0].set(-jnp.inf)  # -inf: "never select this outcome"
+MANY = (4096, 2)  # enough draws per row for the tables (alias, tabulated noisy max)
+# The selection kernels on scores with -inf entries, in each of their layouts.
+MASKED_CALLS = {
+    "exponential_" + method + "_" + tag: lambda s, m=method, sh=shape: jaxdp.exponential(
+        KEY, s, epsilon=1.0, sensitivity=1.0, method=m, shape=sh
+    )
+    for method in ("auto", "gumbel", "inverse_cdf")
+    for tag, shape in (("one", None), ("many", MANY))
+}
+MASKED_CALLS.update(
+    {
+        f"report_noisy_max_{noise}_{tag}": lambda s, z=noise, sh=shape: jaxdp.report_noisy_max(
+            KEY, s, epsilon=1.0, sensitivity=1.0, noise=z, shape=sh
+        )
+        for noise in ("laplace", "gumbel", "exponential")
+        for tag, shape in (("one", None), ("many", MANY))
+    }
+)
+MASKED_CALLS.update(
+    {
+        "permute_and_flip_many": lambda s: jaxdp.permute_and_flip(
+            KEY, s, epsilon=1.0, sensitivity=1.0, shape=MANY
+        ),
+        "exponential_log_measure": lambda s: jaxdp.exponential(
+            KEY, s, epsilon=1.0, sensitivity=1.0, log_measure=jnp.zeros(3), shape=MANY
+        ),
+        "exponential_log_probs": lambda s: jaxdp.exponential_log_probs(
+            s, epsilon=1.0, sensitivity=1.0
+        ),
+        "top_k": lambda s: jaxdp.top_k(KEY, s, 2, epsilon=1.0, sensitivity=1.0, shape=(7, 2)),
+        "top_k_float64": lambda s: jaxdp.top_k(
+            KEY, jnp.tile(s, (1, 3)), 5, epsilon=1.0, sensitivity=1.0
+        ),
+        "joint_top_k": lambda s: jaxdp.joint_top_k(KEY, s, 2, epsilon=1.0, sensitivity=1.0),
+        "exponential_streaming": lambda s: jaxdp.exponential_streaming(
+            KEY, lambda i: s[0][i % 3], 64, epsilon=1.0, sensitivity=1.0, chunk_size=16
+        ),
+    }
+)
+
+
+TIES = jnp.array([0.5, 0.5, 0.5, 0.9, 1.7, -0.2])  # ties, and records outside (0, 1)
+# Valid inputs that once formed a NaN inside a kernel (masked before the output).
+EDGE_CALLS = {
+    "joint_top_k_large_counts": lambda: jaxdp.joint_top_k(
+        KEY, jnp.array([1000.0, 0.0, 500.0, 200.0]), 2, epsilon=1.0, sensitivity=1.0
+    ),
+    "joint_top_k_large_epsilon": lambda: jaxdp.joint_top_k(KEY, S, 2, epsilon=1e3, sensitivity=1.0),
+    "private_quantile_ties": lambda: jaxdp.private_quantile(
+        KEY, TIES, 0.5, epsilon=1.0, bounds=(0.0, 1.0)
+    ),
+    "private_price_ties": lambda: jaxdp.private_price(KEY, TIES, epsilon=1.0, bounds=(0.0, 1.0)),
+    "exponential_piecewise_empty_piece": lambda: jaxdp.exponential_piecewise(
+        KEY,
+        jnp.array([0.0, 1.0, 1.0, 2.0]),
+        jnp.zeros(3),
+        jnp.zeros(3),
+        epsilon=1.0,
+        sensitivity=1.0,
+    ),
+    "private_mode_vmap": lambda: jax.vmap(
+        lambda v: jaxdp.private_mode(KEY, v, epsilon=1.0, num_categories=3)
+    )(jnp.array([[0, 2, 1, 1], [2, 2, 0, 1]])),
+}
+
+
+@pytest.mark.parametrize("name", list(EDGE_CALLS))
+def test_no_false_positive_at_the_edges(name):
+    fn = EDGE_CALLS[name]
+    err, out = checkify.checkify(jax.jit(fn), errors=checkify.all_checks)()
+    assert err.get() is None, err.get()
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(jax.jit(fn)()))
+
+
+@pytest.mark.parametrize("name", list(TRACED_CALLS))
+def test_no_false_positive_under_all_checks(name):
+    """checkify with every error set (NaN, division, index, user checks) on valid
+    arguments reports nothing: no kernel computes inf - inf or 0 / 0 on the way
+    (a user debugging NaNs in a training step with ``checkify.float_checks`` must
+    not be sent to jaxdp)."""
+    fn, args = TRACED_CALLS[name]
+    err, out = checkify.checkify(jax.jit(fn), errors=checkify.all_checks)(*args)
+    assert err.get() is None, err.get()
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(jax.jit(fn)(*args)))
+
+
+@pytest.mark.parametrize("name", list(MASKED_CALLS))
+def test_no_false_positive_on_masked_scores(name):
+    fn = MASKED_CALLS[name]
+    err, out = checkify.checkify(jax.jit(fn), errors=checkify.all_checks)(MASKED)
+    assert err.get() is None, err.get()
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(jax.jit(fn)(MASKED)))
 
 
 def test_vmap_over_epsilon_has_no_effects_and_reports_the_bad_member():

@@ -15,6 +15,7 @@ import mpmath
 import numpy as np
 import pytest
 
+import jaxdp
 from jaxdp import _continuous, _descent, _joint_top_k, _measure, _noisy_kernels
 from jaxdp import _twofloat as _tf
 
@@ -215,3 +216,53 @@ def test_scaled_gaps_and_price_logits_at_extreme_units(monkeypatch):
         for a, b, x in zip(np.asarray(h)[0], np.asarray(lo)[0], rev, strict=True)
     ]
     assert float((max(errs) - min(errs)) / 2) <= 3 * U * U * n  # a common offset cancels
+
+
+# Finite scores whose differences overflow float32: the top one is 3e38 above the
+# next, so every sampler returns it (each other outcome's weight is e**-(c 3e38) = 0).
+SPAN = np.array([-3e38, 0.0, 3e38, 1.0], F32)
+SPAN_PATHS = {
+    **{
+        f"exponential_{method}_{draws}": (
+            lambda key, s, m=method, d=draws: jaxdp.exponential(
+                key, s, epsilon=1.0, sensitivity=1.0, method=m, shape=(d,)
+            )
+        )
+        for method in ("auto", "gumbel", "inverse_cdf")
+        for draws in (1, 5000)
+    },
+    **{
+        f"report_noisy_max_{noise}_{draws}": (
+            lambda key, s, z=noise, d=draws: jaxdp.report_noisy_max(
+                key, s, epsilon=1.0, sensitivity=1.0, noise=z, shape=(d,)
+            )
+        )
+        for noise in ("laplace", "gumbel", "exponential")
+        for draws in (1, 5000)
+    },
+    **{
+        f"permute_and_flip_{draws}": (
+            lambda key, s, d=draws: jaxdp.permute_and_flip(
+                key, s, epsilon=1.0, sensitivity=1.0, shape=(d,)
+            )
+        )
+        for draws in (1, 5000)
+    },
+    "top_k": lambda key, s: jaxdp.top_k(key, s, 2, epsilon=1.0, sensitivity=1.0)[..., :1],
+    "top_k_float64": lambda key, s: jaxdp.top_k(
+        key, jnp.concatenate([s, jnp.full(4, -1e38, s.dtype)]), 5, epsilon=1.0, sensitivity=1.0
+    )[..., :1],
+    "joint_top_k": lambda key, s: jaxdp.joint_top_k(key, s, 2, epsilon=1.0, sensitivity=1.0)[
+        ..., :1
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPAN_PATHS))
+def test_scores_spanning_more_than_float32(name):
+    """A difference that overflows to -inf is a weight of 0, not an invalid row: the
+    categorical kernel's weights were NaN there, and the row returned -1."""
+    out = np.asarray(SPAN_PATHS[name](jax.random.key(0), jnp.asarray(SPAN)))
+    np.testing.assert_array_equal(out, np.full(out.shape, 2))
+    log_p = np.asarray(jaxdp.exponential_log_probs(SPAN, epsilon=1.0, sensitivity=1.0))
+    assert log_p[2] == 0 and np.all(log_p[[0, 1, 3]] < -1e37)

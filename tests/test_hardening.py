@@ -406,6 +406,9 @@ PUBLIC_CALLS = {
     ),
     "permute_and_flip": lambda k: jaxdp.permute_and_flip(k, S, shape=(37, 3), **KW),
     "top_k": lambda k: jaxdp.top_k(k, S, 2, shape=(37, 3), **KW),
+    "top_k_float64": lambda k: jaxdp.top_k(
+        k, jnp.arange(18.0).reshape(3, 6), 5, shape=(37, 3), **KW
+    ),
     "laplace": lambda k: jaxdp.laplace(k, jnp.zeros(3), shape=(37, 3), **KW),
     "laplace_granular": lambda k: jaxdp.laplace(
         k, jnp.zeros(3), shape=(37, 3), granularity=0.5, **KW

@@ -26,7 +26,7 @@ import scipy.special
 import scipy.stats
 
 import jaxdp
-from jaxdp import _noisy_kernels, _random
+from jaxdp import _noisy_kernels, _random, _top_k
 
 U = 2.0**-24  # float32 unit roundoff
 GAMMA = 2.0**-65  # absolute resolution of the 64-bit noise CDF
@@ -185,6 +185,44 @@ def test_backend_log_and_log1p_within_assumed_error():
     assert _max_error_in_u(jnp.log1p, np.log1p, e.astype(np.float32)) <= 4.0
     x = np.geomspace(2.0**-65, 48.0, 2_000_003).astype(np.float32)
     assert _max_error_in_u(jnp.log, np.log, x[x != 1]) <= 4.0
+
+
+U64 = 2.0**-53
+
+
+def test_float64_rounds_within_their_constants():
+    """The float64 race (top_k past FLOAT32_ROUNDS, and everything under x64) takes
+    c_exp, c_log <= 4 and c_log1p <= 256 units of 2**-53 (XLA:CPU's float64 log1p
+    is off by up to 240 units on (-0.5, -0.1)), and rates within (c_exp + 1.25)
+    units: checked against long double on the backend the tests run on."""
+    assert np.finfo(np.longdouble).nmant >= 63, "needs an 80-bit long double"
+    wide = np.longdouble
+    rng = np.random.default_rng(1)
+    top, s = _adversarial_scores(rng)
+    c = np.exp(rng.uniform(-20, 12, size=top.shape)).astype(np.float32)
+    with jax.enable_x64(True):
+        args = [jnp.asarray(a, jnp.float64) for a in (s, top, c)]
+        rate = np.asarray(jax.jit(_noisy_kernels.race_rates)(*args))
+        e = -np.concatenate(
+            [np.geomspace(2.0**-64, 0.5, 1_000_001), 1 - np.geomspace(U64, 0.5, 10**6)]
+        )
+        x = np.geomspace(2.0**-65, 48.0, 2_000_003)
+        t = np.linspace(0.0, 80.0, 2_000_003)
+        got = {
+            f.__name__: np.asarray(jax.jit(f)(jnp.asarray(a)))
+            for f, a in [(jnp.log1p, e), (jnp.log, x[x != 1]), (jnp.exp, t)]
+        }
+    real = np.minimum((top.astype(wide) - s.astype(wide)) * c.astype(wide), wide(80))
+    assert np.max(np.abs(np.log(rate.astype(wide)) - real)) <= (4 + 1.25) * U64
+
+    def units(name, fn, a):
+        return float(np.max(np.abs(got[name].astype(wide) / fn(a.astype(wide)) - 1)) / U64)
+
+    assert units("log1p", np.log1p, e) <= 256
+    assert units("log", np.log, x[x != 1]) <= 4
+    assert units("exp", np.exp, t) <= 4
+    # the bound is per dtype in top_k's guarantee: 543 = 4 (4 + 1.25) + 4 + 2 (3 + 256)
+    assert _top_k.ROUND_EXCESS[np.dtype(np.float64)] == (4 * 5.25 + 4 + 2 * 259) * U64
 
 
 def test_scale_is_rounded_down():

@@ -42,6 +42,8 @@ REGISTRY = {
     ),
     "permute_and_flip": (jaxdp.permute_and_flip, (SCORES,), dict(sensitivity=1.0), True),
     "top_k": (jaxdp.top_k, (SCORES, 3), dict(sensitivity=1.0), True),
+    # k past _top_k.FLOAT32_ROUNDS: the rounds run in float64
+    "top_k_wide": (jaxdp.top_k, (SCORES, 6), dict(sensitivity=1.0), True),
     "laplace": (jaxdp.laplace, (VALUES,), dict(sensitivity=1.0), False),
     "gaussian": (jaxdp.gaussian, (VALUES,), dict(sensitivity=1.0, delta=1e-5), False),
     "randomized_response": (jaxdp.randomized_response, (CATS,), dict(num_categories=4), True),
@@ -57,6 +59,7 @@ SELECTION = [
     "rnm_exponential",
     "permute_and_flip",
     "top_k",
+    "top_k_wide",
 ]
 
 
@@ -107,7 +110,7 @@ def test_typed_and_legacy_keys(name):
 
 @params
 def test_same_key_repeats_new_key_differs(name):
-    batch = call(name, jax.random.key(0)).shape[: 1 if name == "top_k" else None]
+    batch = call(name, jax.random.key(0)).shape[: 1 if name.startswith("top_k") else None]
     a = call(name, jax.random.key(4), shape=(50,) + batch)
     b = call(name, jax.random.key(4), shape=(50,) + batch)
     c = call(name, jax.random.key(5), shape=(50,) + batch)
@@ -183,13 +186,14 @@ def test_batched_rows_equal_rows_one_at_a_time(name):
         one = fn(key, SCORES[b], *rest, epsilon=1e7, **kwargs)
         np.testing.assert_array_equal(np.asarray(batched[b]), np.asarray(one))
     top = np.argsort(-np.asarray(SCORES), axis=-1)
-    expected = top[:, 0] if name != "top_k" else top[:, :3]
+    k = data[1] if name.startswith("top_k") else None
+    expected = top[:, 0] if k is None else top[:, :k]
     np.testing.assert_array_equal(np.asarray(batched), expected)
 
 
 @pytest.mark.parametrize("name", SELECTION)
 def test_shape_semantics(name):
-    extra = (3,) if name == "top_k" else ()
+    extra = (REGISTRY[name][1][1],) if name.startswith("top_k") else ()
     assert call(name, jax.random.key(11)).shape == (3,) + extra
     assert call(name, jax.random.key(11), shape=(5, 3)).shape == (5, 3) + extra
     assert call(name, jax.random.key(11), shape=(2, 5, 3)).shape == (2, 5, 3) + extra

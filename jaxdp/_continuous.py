@@ -469,6 +469,13 @@ def exponential_piecewise(
     ε + 7.2e-6 for m = 10³ + 1, ε + 8.6e-6 for m = 10⁶ + 1, δ' ≤ 4.5e-11;
     ``SECURITY.md``, "Continuous ranges").
 
+    **Known gap** (SECURITY.md, "The point inside"): these bounds cover the
+    interval drawn, not yet the released float. The point is an open 32-bit
+    uniform through a map that depends on the data, so a float cell's
+    probability is not its exact mass (0 to 3.4 times it at drop 1): a δ' of a
+    few percent of the interval's probability where the map moves between
+    neighbours. The fix (an exact draw of the float cell) is designed, not built.
+
     Args:
       key: a PRNG key (typed or legacy); one key per call.
       edges: ``[..., m+1]`` real, finite and non-decreasing along the last axis,
@@ -693,6 +700,13 @@ def private_price(
     and δ' ≤ δ_c' (ε + 7.2e-6 at n = 10³, ε + 8.6e-6 at n = 10⁶; ``SECURITY.md``,
     "Continuous ranges").
 
+    **Known gap** (SECURITY.md, "The point inside"): these bounds cover the
+    interval drawn, not yet the released float. The point is an open 32-bit
+    uniform through a map that depends on the data, so a float cell's
+    probability is not its exact mass (0 to 3.4 times it at drop 1): a δ' of a
+    few percent of the interval's probability where the map moves between
+    neighbours. The fix (an exact draw of the float cell) is designed, not built.
+
     Args:
       key: a PRNG key (typed or legacy); one key per call.
       bids: ``[..., n]`` real bids (``n >= 0``; ``+inf`` is a bid above every
@@ -839,11 +853,16 @@ def private_quantile(
     density is flat in each interval: its drop is 0 and ``ψ(0) = 0`` exactly; the
     target ``q n`` and the utility ``-|j - q n|`` are exact double-floats: rounded
     to float32, ``q n`` moved between neighbours by ``q ± ulp(q n)``, outside what
-    the sensitivity ``max(q, 1 - q)`` covers, up to 2ε from ``q n >= 2**23``). The
-    point inside an interval is uniform (a float32 affine map of an open uniform,
-    a post-processing of the interval up to its rounding to the float grid). So
-    ε' ≤ ε + ε_c' + 4a and δ' ≤ δ_c' (ε + 6.0e-6 at n = 10³, ε + 7.4e-6 at n =
-    10⁶; ``SECURITY.md``, "Continuous ranges").
+    the sensitivity ``max(q, 1 - q)`` covers, up to 2ε from ``q n >= 2**23``). So
+    for the interval drawn ε' ≤ ε + ε_c' + 4a and δ' ≤ δ_c' (ε + 6.0e-6 at n =
+    10³, ε + 7.4e-6 at n = 10⁶; ``SECURITY.md``, "Continuous ranges").
+
+    **Known gap** (SECURITY.md, "The point inside"): the released float is the
+    interval's ends mixed by an open 32-bit uniform, and the ends of the
+    intervals next to a changed record move between neighbours. So a float
+    cell's probability is not its exact mass (0.5 to 1.5 times it), and the
+    bound above does not yet cover the point. The fix (an exact draw of the float
+    cell) is designed, not built.
 
     Args:
       key: a PRNG key (typed or legacy); one key per call.

@@ -335,8 +335,14 @@ def private_quantiles(
     = 2.4e8`` (ε = 24 at n = 10**6, m = 10). The price is time: 1.7–2.0× the
     float32 walk's on XLA:CPU (the table and every choice). The targets ``g_j = q_j -
     q_{j-1}`` are rounded once from ``qs`` (in float64; exact unless the two
-    are 29 binades apart); the sensitivity is computed from those ``g_j``. The uniform point
-    inside an interval has the float resolution of the interval.
+    are 29 binades apart); the sensitivity is computed from those ``g_j``.
+
+    **Known gap** (SECURITY.md, "The point inside"): the bound covers the
+    intervals drawn. The uniform point inside each one is a float32 mix of its
+    ends by an open 32-bit uniform, and the ends next to a changed record move
+    between neighbours, so a float cell's probability is not its exact mass (0.5
+    to 1.5 times it). The fix (an exact draw of the float cell) is designed, not
+    built.
 
     Args:
       key: a PRNG key (typed or legacy); one key per call.

@@ -128,15 +128,12 @@ def weights(scores: Array, row_max: Array, scale: Array, low: Array | None = Non
     row maximum gives exactly 1.
     """
     scale = scale[..., None]
-    integer = jnp.issubdtype(scores.dtype, jnp.integer)
-    if not integer:
-        # A -inf score becomes the lowest finite float here (its weight is set to 0
-        # below), so that the TwoSum never meets inf - inf, whose NaN checkify's
-        # nan_checks would report (unless the row maximum is above ~1e31, where the
-        # stand-in's difference overflows). A maximum, not a select on the row
-        # maximum: that select cost XLA:CPU 15-20% of the weights' fusion.
-        never = scores == -jnp.inf
-        scores = jnp.maximum(scores, jnp.finfo(scores.dtype).min)
+    # A -inf score's TwoSum computes -inf - -inf: its NaN is masked below, but
+    # checkify's nan_checks reports it. A finite stand-in would avoid it, but then
+    # the mask needs its own compare on the scores, and each pair tried cost a hot
+    # fusion: a select on the row maximum 19% of W2 (10**4 rows of 10**3), a maximum
+    # with the lowest float 45% of C2's vmap over an ε grid (XLA:CPU, 2026-11-28).
+    # So the false positive stays here (README).
     d_hi, d_lo = _logits.difference(scores, row_max[..., None])  # scores - max, exactly
     if low is not None:
         d_lo = d_lo + low
@@ -148,13 +145,13 @@ def weights(scores: Array, row_max: Array, scale: Array, low: Array | None = Non
     # exponentials into exp(big + small), rounding the sum (_tf.exp_small).
     small = (dh * cl + dl * ch + dl * cl) + d_lo * scale
     w = jnp.exp(big) * _tf.exp_small(small)
-    # Integer scores are never -inf, but the select stays (on the gap, never -inf
-    # either): it keeps the weights one fusion on XLA:CPU, which otherwise hands
-    # the exp to a YNNPACK fusion and writes the gap and its split halves to memory.
-    # A float difference that overflowed (scores spanning more than float32's range)
-    # is dead too: its weight is below e**-(scale 3.4e38), 0 unless scale < 3e-37.
-    dead = (d_hi == -jnp.inf) if integer else (never | (d_hi == -jnp.inf))
-    return jnp.where(dead, jnp.zeros_like(w), w)
+    # Weight 0 where the difference is -inf: a -inf score, or a float difference that
+    # overflowed (scores spanning more than float32's range: its weight is below
+    # e**-(scale 3.4e38), 0 unless scale < 3e-37), whose TwoSum and split give NaN.
+    # Integer gaps are never -inf, but the select stays: it keeps the weights one
+    # fusion on XLA:CPU, which otherwise hands the exp to a YNNPACK fusion and
+    # writes the gap and its split halves to memory.
+    return jnp.where(d_hi == -jnp.inf, jnp.zeros_like(w), w)
 
 
 # ----------------------------------------------------------------------------- uniforms

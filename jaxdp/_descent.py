@@ -135,6 +135,14 @@ def weights(scores: Array, row_max: Array, scale: Array, low: Array | None = Non
     # with the lowest float 45% of C2's vmap over an ε grid (XLA:CPU, 2026-11-28).
     # So the false positive stays here (README).
     d_hi, d_lo = _logits.difference(scores, row_max[..., None])  # scores - max, exactly
+    # Weight 0 where the difference is -inf: a -inf score, or a float difference that
+    # overflowed (scores spanning more than float32's range: its weight is below
+    # e**-(scale 3.4e38), 0 unless scale < 3e-37), whose TwoSum and split give NaN.
+    # Read before `balance`, which clips the gap (to a finite one) at huge scales.
+    # Integer gaps are never -inf, but the select stays: it keeps the weights one
+    # fusion on XLA:CPU, which otherwise hands the exp to a YNNPACK fusion and
+    # writes the gap and its split halves to memory.
+    dead = d_hi == -jnp.inf
     if low is not None:
         d_lo = d_lo + low
     d_hi, d_lo, scale = _tf.balance(d_hi, d_lo, scale)  # no subnormal partial product
@@ -145,13 +153,7 @@ def weights(scores: Array, row_max: Array, scale: Array, low: Array | None = Non
     # exponentials into exp(big + small), rounding the sum (_tf.exp_small).
     small = (dh * cl + dl * ch + dl * cl) + d_lo * scale
     w = jnp.exp(big) * _tf.exp_small(small)
-    # Weight 0 where the difference is -inf: a -inf score, or a float difference that
-    # overflowed (scores spanning more than float32's range: its weight is below
-    # e**-(scale 3.4e38), 0 unless scale < 3e-37), whose TwoSum and split give NaN.
-    # Integer gaps are never -inf, but the select stays: it keeps the weights one
-    # fusion on XLA:CPU, which otherwise hands the exp to a YNNPACK fusion and
-    # writes the gap and its split halves to memory.
-    return jnp.where(d_hi == -jnp.inf, jnp.zeros_like(w), w)
+    return jnp.where(dead, jnp.zeros_like(w), w)
 
 
 # ----------------------------------------------------------------------------- uniforms

@@ -472,8 +472,8 @@ def exponential_piecewise(
     **Known gap** (SECURITY.md, "The point inside"): these bounds cover the
     interval drawn, not yet the released float. The point is an open 32-bit
     uniform through a map that depends on the data, so a float cell's
-    probability is not its exact mass (0 to 3.4 times it at drop 1): a δ' of a
-    few percent of the interval's probability where the map moves between
+    probability is not its exact mass (0 to 3.4 times it at drop 1): a δ' of
+    about 15% of the interval's probability where the map moves between
     neighbours. The fix (an exact draw of the float cell) is designed, not built.
 
     Args:
@@ -703,8 +703,8 @@ def private_price(
     **Known gap** (SECURITY.md, "The point inside"): these bounds cover the
     interval drawn, not yet the released float. The point is an open 32-bit
     uniform through a map that depends on the data, so a float cell's
-    probability is not its exact mass (0 to 3.4 times it at drop 1): a δ' of a
-    few percent of the interval's probability where the map moves between
+    probability is not its exact mass (0 to 3.4 times it at drop 1): a δ' of
+    about 15% of the interval's probability where the map moves between
     neighbours. The fix (an exact draw of the float cell) is designed, not built.
 
     Args:

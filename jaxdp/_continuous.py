@@ -264,10 +264,7 @@ def _log_masses_f64(
         # the difference on finite stand-ins: -inf - -inf (an empty interval) would
         # form a NaN that checkify's nan_checks reports, though it is masked
         zero = jnp.zeros_like(total)
-        lo = jnp.where(
-            finite, jnp.where(finite, total, zero) - jnp.where(finite, hi, 0).astype(f64), 0
-        )
-        lo = lo.astype(dtype)
+        lo = (jnp.where(finite, total, zero) - jnp.where(finite, hi, 0).astype(f64)).astype(dtype)
     dead = jnp.isnan(hi) | (hi == -jnp.inf)
     return jnp.where(dead, -jnp.inf, hi), jnp.where(dead | ~jnp.isfinite(hi), 0, lo)
 

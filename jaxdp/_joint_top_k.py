@@ -216,7 +216,7 @@ def _search(flat: Array, n: int, base: Array, cp: Array, e_hi: Array, e_lo: Arra
         stride = jnp.left_shift(jnp.int32(1), steps - 1 - t)
         cand = pos + stride
         c_l = jnp.take(flat, base + jnp.minimum(cand, n) - 1, mode="clip")
-        d_hi, d_lo = _minus(cp, c_l)
+        d_hi, d_lo = _errors(cp, c_l)
         tie = jnp.where(strict, d_lo < e_lo, d_lo <= e_lo)
         below = (d_hi < e_hi) | ((d_hi == e_hi) & tie)
         return jnp.where((cand <= n) & below, cand, pos)
@@ -226,7 +226,7 @@ def _search(flat: Array, n: int, base: Array, cp: Array, e_hi: Array, e_lo: Arra
     return jax.lax.fori_loop(0, steps, body, zero)
 
 
-def _minus(a: Array, b: Array) -> tuple[Array, Array]:
+def _errors(a: Array, b: Array) -> tuple[Array, Array]:
     """``a - b`` exactly, as a TwoSum pair, for a finite ``a`` (a score among a row's
     top k) and a ``b`` that may be ``-inf``: ``(+inf, 0)`` then (``-inf`` where ``a``
     is ``-inf``, a row with fewer than k finite scores, which is invalid). The
@@ -239,11 +239,6 @@ def _minus(a: Array, b: Array) -> tuple[Array, Array]:
     infinite = jnp.where(a == -jnp.inf, -jnp.inf, jnp.inf).astype(d_hi.dtype)
     d_hi = jnp.where(finite, d_hi, infinite)
     return d_hi, jnp.where(jnp.isfinite(d_hi), d_lo, jnp.zeros_like(d_lo))
-
-
-def _errors(c_i: Array, c_j: Array) -> tuple[Array, Array]:
-    """``c_i - c_j`` exactly, as a TwoSum pair (:func:`_minus`)."""
-    return _minus(c_i, c_j)
 
 
 #: The most positions whose counts one step of :func:`_count_products` searches at

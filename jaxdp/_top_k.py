@@ -165,13 +165,8 @@ def _peel_in_float64(key, logits, shape, k):
     float32 roundings of ε/k and 2Δ); float scores convert exactly, integer scores
     give their gaps in float64. The indices are integers: no gradient flows in."""
     logits = _logits.no_gradient(logits)
-    with jax.enable_x64(True):
-        scores = logits.scores
-        if not jnp.issubdtype(scores.dtype, jnp.integer):
-            scores = scores.astype(jnp.float64)
-        wide = _logits.Logits(scores, logits.row_max, logits.scale.astype(jnp.float64))
-        wide = wide.as_float()
-        wide = wide._replace(row_max=wide.row_max.astype(jnp.float64))
+    with jax.enable_x64(True):  # as_float here: integer gaps come out in float64
+        wide = jax.tree.map(lambda x: x.astype(jnp.float64), logits.as_float())
         return _noisy_kernels.noisy_argmax(key, wide, shape, "gumbel", k=k)
 
 

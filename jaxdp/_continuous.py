@@ -72,7 +72,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _alias, _checks, _descent, _inverse_cdf, _logits, _random, _rows, _tracing
+from . import _alias, _cell, _checks, _descent, _inverse_cdf, _logits, _rows
 from . import _twofloat as _tf
 from ._debug_check import debug_check
 from ._typing import Array, ArrayLike, PRNGKey
@@ -185,14 +185,6 @@ def _int_dd(x: Array, dtype) -> tuple[Array, Array]:
     """Non-negative int32 values (below ``2**31 - 128``) as exact double-floats."""
     hi = x.astype(dtype)
     return hi, (x - hi.astype(x.dtype)).astype(dtype)
-
-
-def _fraction(v: Array, y: Array) -> Array:
-    """Inverse CDF on [0, 1] of the density ∝ exp(-y f): f = -log1p(v expm1(-y)) / y."""
-    tiny = y < jnp.finfo(y.dtype).eps
-    safe = jnp.where(tiny, jnp.ones_like(y), y)
-    f = -jnp.log1p(v * jnp.expm1(-safe)) / safe
-    return jnp.clip(jnp.where(tiny, v, f), 0, 1)
 
 
 def _log_masses(edges: Array, upper: tuple[Array, Array], drop: Array) -> tuple[Array, Array]:
@@ -320,14 +312,19 @@ def _sample_rows(
     drop: Array,
     right: Array,
     num_lead: int,
+    scale: Array | None = None,
+    slope: Array | None = None,
 ) -> tuple[Array, Array]:
     """Exact draws from a piecewise log-linear density, row by row.
 
     ``edges`` ``(R, m+1)`` non-decreasing; per interval ``(R, m)``: ``upper`` the
     log-density at its larger end as a double-float (``-inf``: never drawn),
     ``drop >= 0`` its fall across the interval, ``right`` whether the larger end
-    is the right one. Returns draws ``(num_lead, R)`` and a per-row flag that some
-    mass is positive.
+    is the right one, ``slope`` the utility's slope (``None``: 0), with the
+    per-row ``scale`` ``(R,)``: the point's density falls at the rate ``scale
+    |slope|``, taken exactly in float64 (:func:`jaxdp._cell.point`; the float32
+    ``drop`` is rounded, and only the interval's log-mass reads it). Returns
+    draws ``(num_lead, R)`` and a per-row flag that some mass is positive.
     """
     num_rows = edges.shape[0]
     a = edges[:, :-1]
@@ -341,9 +338,11 @@ def _sample_rows(
     def pick(x: Array) -> Array:
         return jnp.take_along_axis(x, j, axis=1).T
 
-    aj, bj, yj, rj = pick(a), pick(b), pick(drop), pick(right)
-    v = _random.uniform(key_point, (num_lead, num_rows), edges.dtype)
-    return _tracing.exact_point(aj, bj, _fraction(v, yj), rj), has_mass
+    aj, bj, rj = pick(a), pick(b), pick(right)
+    if slope is None:
+        return _cell.point(key_point, aj, bj), has_mass
+    slope_j = pick(jnp.broadcast_to(slope, a.shape))
+    return _cell.point(key_point, aj, bj, scale[None, :], slope_j, rj), has_mass
 
 
 def _scale(epsilon: Array, sensitivity: Array, monotonic: bool, dtype) -> Array:
@@ -458,20 +457,16 @@ def exponential_piecewise(
     magnitude (``4u`` from the drop ``y_j``'s float32 rounding, ``|y ψ'(y)| <=
     1``), ``u = 2**-24`` and ``ν = 6u² k max|u(r)|`` (negligible unless ``k |u|``
     is near 1e7), so each interval's probability is off by at most a factor
-    ``e^(2a)`` on each of two neighbours. The in-interval
-    inverse CDF ``f = -log1p(v expm1(-y)) / y`` of an open 32-bit uniform is
-    within a factor ``e^(2u)`` of its exact density on the float grid of the
-    interval (rounding to that grid is a post-processing). So each draw is
-    (ε', δ')-DP with ε' ≤ ε + ε_c' + 4a + 4u and δ' ≤ δ_c' (float32, at ε = 1:
-    ε + 7.2e-6 for m = 10³ + 1, ε + 8.6e-6 for m = 10⁶ + 1, δ' ≤ 4.5e-11;
-    ``SECURITY.md``, "Continuous ranges").
-
-    **Known gap** (SECURITY.md, "The point inside"): these bounds cover the
-    interval drawn, not yet the released float. The point is an open 32-bit
-    uniform through a map that depends on the data, so a float cell's
-    probability is not its exact mass (0 to 3.4 times it at drop 1): a δ' of
-    about 15% of the interval's probability where the map moves between
-    neighbours. The fix (an exact draw of the float cell) is designed, not built.
+    ``e^(2a)`` on each of two neighbours. The released float is then drawn
+    with the exact mass of its cell, the reals that round to it
+    (:mod:`jaxdp._cell`: a descent over the interval's float cells, each step's
+    probability computed in float64 from the halves' lengths and the rate
+    ``k |m|``, driven by one 128-bit uniform): within a factor
+    ``e^(±1.5e-12)`` of that mass, up to a total variation of ``1e-19``. So
+    each draw is (ε', δ')-DP with ε' ≤ ε + ε_c' + 4a + 3e-12 and δ' ≤ δ_c' +
+    1e-19 (1 + e^ε') (float32, at ε = 1: ε + 6.9e-6 for m = 10³ + 1, ε +
+    8.4e-6 for m = 10⁶ + 1, δ' ≤ 4.5e-11; ``SECURITY.md``, "Continuous ranges"
+    and "The point inside").
 
     Args:
       key: a PRNG key (typed or legacy); one key per call.
@@ -515,10 +510,9 @@ def exponential_piecewise(
       ((100000,), dtype('float32'), True)
 
     .. note::
-      In float32 an interval whose mass is below ~2**-23 of the total is
-      mis-weighted (the interval uniform has 23 bits) and the point inside an
-      interval has float32 resolution; under ``jax.enable_x64()`` both drop to
-      about 1e-16.
+      The point is a float of the compute dtype (float32, or float64 under
+      ``jax.enable_x64()``) drawn with its cell's mass: every float in the
+      range can be drawn, down to the subnormal cells next to 0.
 
     References:
       F. McSherry and K. Talwar, `Mechanism Design via Differential Privacy
@@ -622,7 +616,7 @@ def _piecewise_impl(key, edges, intercepts, slopes, epsilon, sensitivity, *, mon
     best = jnp.where(jnp.isfinite(best), best, 0)
     upper = _scaled_gap(u_top, best, scale)
     drop = _drop(scale, jnp.abs(m), width)
-    draws, has_mass = _sample_rows(key, e, upper, drop, m > 0, num_lead)
+    draws, has_mass = _sample_rows(key, e, upper, drop, m > 0, num_lead, scale, m)
 
     edges_ok = jnp.all(jnp.isfinite(e), axis=-1) & jnp.all(width >= 0, axis=-1)
     edges_ok = edges_ok & (e[:, -1] > e[:, 0]) & jnp.isfinite(e[:, -1] - e[:, 0])
@@ -691,18 +685,12 @@ def private_price(
     its (ε_c', δ_c') for n + 1 given weights; the double-float log-masses add
     ``4a`` to ε', ``a = 4u + ν`` with ``ν ≤ 3u² ε n`` (the revenues
     ``count · p`` are exact double-floats: rounded to float32 they moved by up to
-    ``2u n hi`` more than the sensitivity ``hi`` between neighbours), and the
-    in-interval inverse CDF ``2 u`` more per interval plus its rounding to the
-    float grid (a post-processing), ``u = 2**-24``. So ε' ≤ ε + ε_c' + 4a + 4u
-    and δ' ≤ δ_c' (ε + 7.2e-6 at n = 10³, ε + 8.6e-6 at n = 10⁶; ``SECURITY.md``,
-    "Continuous ranges").
-
-    **Known gap** (SECURITY.md, "The point inside"): these bounds cover the
-    interval drawn, not yet the released float. The point is an open 32-bit
-    uniform through a map that depends on the data, so a float cell's
-    probability is not its exact mass (0 to 3.4 times it at drop 1): a δ' of
-    about 15% of the interval's probability where the map moves between
-    neighbours. The fix (an exact draw of the float cell) is designed, not built.
+    ``2u n hi`` more than the sensitivity ``hi`` between neighbours),
+    ``u = 2**-24``, and the released float is drawn with its cell's exact mass
+    (within ``e^(±1.5e-12)``, up to a total variation of ``1e-19``;
+    :mod:`jaxdp._cell`). So ε' ≤ ε + ε_c' + 4a + 3e-12 and δ' ≤ δ_c' + 1e-19
+    (1 + e^ε') (ε + 6.9e-6 at n = 10³, ε + 8.4e-6 at n = 10⁶; ``SECURITY.md``,
+    "Continuous ranges" and "The point inside").
 
     Args:
       key: a PRNG key (typed or legacy); one key per call.
@@ -790,10 +778,10 @@ def _price_impl(key, bids, bounds, epsilon, *, shape):
     # Δ = hi: one bidder moves the revenue at price p by at most p <= hi.
     scale = _rows.flatten_batch(_scale(epsilon, hi, False, e.dtype), tail)
     upper = _price_logits(e[:, 1:], scale)  # revenue grows with p inside each interval
-    count = (n - jnp.arange(n + 1)).astype(e.dtype)[None, :]  # #{bids >= p} on [e_j, e_j+1)
-    drop = _drop(scale, count, e[:, 1:] - e[:, :-1])
+    count = (n - jnp.arange(n + 1))[None, :]  # #{bids >= p} on [e_j, e_j+1)
+    drop = _drop(scale, count.astype(e.dtype), e[:, 1:] - e[:, :-1])
     right = jnp.broadcast_to(count > 0, upper[0].shape)
-    draws, has_mass = _sample_rows(key, e, upper, drop, right, num_lead)
+    draws, has_mass = _sample_rows(key, e, upper, drop, right, num_lead, scale, count)
     valid = range_ok & has_mass & _rows.flatten_batch(bids_ok, tail)
     valid = valid & _rows.flatten_batch(_logits.params_valid(batch, epsilon), tail)
     return jnp.where(valid[None, :], draws, jnp.nan).reshape(shape)
@@ -850,16 +838,12 @@ def private_quantile(
     density is flat in each interval: its drop is 0 and ``ψ(0) = 0`` exactly; the
     target ``q n`` and the utility ``-|j - q n|`` are exact double-floats: rounded
     to float32, ``q n`` moved between neighbours by ``q ± ulp(q n)``, outside what
-    the sensitivity ``max(q, 1 - q)`` covers, up to 2ε from ``q n >= 2**23``). So
-    for the interval drawn ε' ≤ ε + ε_c' + 4a and δ' ≤ δ_c' (ε + 6.0e-6 at n =
-    10³, ε + 7.4e-6 at n = 10⁶; ``SECURITY.md``, "Continuous ranges").
-
-    **Known gap** (SECURITY.md, "The point inside"): the released float is the
-    interval's ends mixed by an open 32-bit uniform, and the ends of the
-    intervals next to a changed record move between neighbours. So a float
-    cell's probability is not its exact mass (0.5 to 1.5 times it), and the
-    bound above does not yet cover the point. The fix (an exact draw of the float
-    cell) is designed, not built.
+    the sensitivity ``max(q, 1 - q)`` covers, up to 2ε from ``q n >= 2**23``).
+    The released float is drawn with its cell's exact mass, up to a total
+    variation of ``2e-21`` (``a + U (b - a)`` for a 128-bit uniform ``U`` in
+    double-double, rounded correctly; :mod:`jaxdp._cell`), so ε' ≤ ε + ε_c' + 4a
+    and δ' ≤ δ_c' + 2e-21 (1 + e^ε') (ε + 6.0e-6 at n = 10³, ε + 7.4e-6 at n =
+    10⁶; ``SECURITY.md``, "Continuous ranges" and "The point inside").
 
     Args:
       key: a PRNG key (typed or legacy); one key per call.

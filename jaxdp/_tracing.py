@@ -2,8 +2,7 @@
 
 * Float64 blocks inside float32 programs: :func:`x64_for` re-enters
   ``jax.enable_x64`` in Python that JAX runs after the caller's context has closed
-  (a ``custom_vmap`` rule), and :func:`exact_point` computes a point of an
-  interval in float64 without a float64 JVP.
+  (a ``custom_vmap`` rule).
 * Loops under :func:`jax.shard_map`: :func:`varying_like` and :func:`carry_for`
   give a loop's initial carry the varying mesh axes its body's carry will have,
   which shard_map's varying-axes check requires; both are no-ops outside it.
@@ -18,8 +17,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-
-from ._typing import Array
 
 
 def x64_for(*arrays: Any) -> contextlib.AbstractContextManager:
@@ -76,24 +73,6 @@ def carry_for(step: Callable[[Any], Any], init: Any) -> Any:
             return new
         init = new
     return init
-
-
-def exact_point(a: Array, b: Array, frac: Array, from_right: Array | bool = False) -> Array:
-    """``a + frac (b - a)`` (``b - frac (b - a)`` where ``from_right``), clipped to ``[a,
-    b]``, for float32 edges, computed in float64 and rounded once: XLA:CPU flushes a
-    float32 ``b - a`` below float32's normal range (``2**-126``) to 0, which would put
-    every point of such an interval on ``a``. The value is the float64 one; the
-    gradient is the float32 expression's (the float64 part carries none, so no
-    float64 JVP runs after this ``enable_x64`` has closed)."""
-    width = b - a
-    plain = jnp.clip(jnp.where(from_right, b - frac * width, a + frac * width), a, b)
-    if a.dtype != jnp.float32:
-        return plain
-    with jax.enable_x64(True):
-        a64, b64, f64 = (jax.lax.stop_gradient(x).astype(jnp.float64) for x in (a, b, frac))
-        d64 = f64 * (b64 - a64)
-        exact = jnp.clip(jnp.where(from_right, b64 - d64, a64 + d64), a64, b64).astype(a.dtype)
-    return exact + (plain - jax.lax.stop_gradient(plain))
 
 
 def _manual_axes() -> tuple:

@@ -34,8 +34,8 @@ other as one minus it, so both are within ``~400u`` relative where the smaller
 is above ``2**-80`` (``expm1``, then ``exp`` of an argument below 56, and two
 products by a reciprocal; XLA:CPU's float64 ``exp`` and ``expm1`` measure
 within 1.4 and 3.3 ulp). The product of the at most 32 factors on a cell's
-path (64 for float64 cells) is within ``1.5e-12`` relative of its exact mass
-at the given ``[a, b]`` and ``sigma``; the cells behind a branch below
+path is within ``1.5e-12`` relative of its exact mass at the given ``[a, b]``
+and ``sigma`` (64 factors and ``2.9e-12`` for float64 cells); the cells behind a branch below
 ``2**-80`` hold under ``32 * 2**-80`` together.
 
 One uniform ``U``, held as a double-double, drives every step: the smaller half
@@ -52,13 +52,16 @@ So each released float32 cell has probability within a factor ``e^(+-1.5e-12)``
 of its exact mass at the given ``[a, b]`` and ``sigma``, up to a total
 variation below ``1e-19`` per draw (``SECURITY.md``, "The point inside"). The
 cost is one step per halving, ``ceil(log2(B - A + 1))`` steps, at most 32, run
-as one loop over all draws until the widest range is done.
+as one loop over all draws until the widest range is done. Float64 cells
+(x64): ``e^(+-2.9e-12)``, a total variation below ``5e-13`` (``2**(k - 106)``
+summed to ``k = 64``), and cells below ``2**-969`` in magnitude, whose gaps
+XLA:CPU flushes to 0, are not resolved (a range of them is split evenly).
 
 The uniform law (``sigma = None``: the quantiles) needs no descent: ``a + U (b -
 a)`` in double-double, rounded correctly to the float grid, puts every cell
 boundary within ``4 * 2**-104 (|a| + w) / w`` of its place in ``U``
 (:func:`_affine`), a total variation below ``2**-69`` over all float32 cells,
-in one step.
+in one step (float64 cells: ``2**-39``, up to ``2**63`` boundaries).
 """
 
 from __future__ import annotations
@@ -103,9 +106,9 @@ def _value(key: Array, dtype) -> Array:
     """The float of ``key`` as a float64, exactly: float32 values are built from their
     fields, since XLA:CPU flushes a subnormal float32 to 0 when it converts it (the
     float64 spacing of subnormal cells would be lost). Float64 subnormals stay
-    subnormal here and flush in arithmetic: a range of them has length 0, which
-    :func:`_halves` splits evenly (their mass is below ``2**-1022`` of the
-    density's scale)."""
+    subnormal here and flush in arithmetic, and so do the gaps between float64
+    values below ``2**-969``: a range of such cells has length 0, which
+    :func:`_halves` splits evenly (a known limit of the float64 path)."""
     if dtype != jnp.float32:
         return _float_of(key, dtype)
     mag = jnp.abs(key)
@@ -153,7 +156,8 @@ def _halves(lo, hi, first, last, sigma, right, dtype):
     interval whose cells run from ``first`` to ``last``: the split ``mid`` (the left
     half is ``[lo, mid]``), the smaller half's probability ``s`` and whether the
     smaller half is the left one."""
-    mid = lo + ((hi - lo) >> 1)
+    # floor((lo + hi) / 2) without forming hi - lo: float64 keys span up to 2**64
+    mid = (lo >> 1) + (hi >> 1) + (lo & hi & 1)
     x_lo, x_mid, x_next, x_hi = (_value(k, dtype) for k in (lo, mid, mid + 1, hi))
     # the neighbours outside [lo, hi] only where they are inside [first, last]
     x_below = _value(jnp.where(lo == first, lo, lo - 1), dtype)
@@ -165,19 +169,17 @@ def _halves(lo, hi, first, last, sigma, right, dtype):
     d_near = jnp.where(right, d_right, d_left)
     d_far = jnp.where(right, d_left, d_right)
     d = d_left + d_right
-    empty = d == 0  # float64 subnormal cells only: split evenly
+    empty = d == 0  # float64 cells below 2**-969 only (flushed gaps): split evenly
     inv_d = jax.lax.reciprocal(jnp.where(empty, 1, d))
     d_near = jnp.where(empty, 0.5, d_near)
     d_far = jnp.where(empty, 0.5, d_far)
-    p_near, p_far = d_near * inv_d, d_far * inv_d
-    if sigma is not None:  # (None: uniform, no transcendental)
-        t = sigma * d
-        steep = t > 0
-        inv = jax.lax.reciprocal(jnp.expm1(-jnp.where(steep, t, 1)))
-        p_near = jnp.where(steep, jnp.expm1(-sigma * d_near) * inv, p_near)
-        p_far = jnp.where(
-            steep, jnp.exp(-sigma * d_near) * (jnp.expm1(-sigma * d_far) * inv), p_far
-        )
+    t = sigma * d
+    steep = t > 0
+    inv = jax.lax.reciprocal(jnp.expm1(-jnp.where(steep, t, 1)))
+    p_near = jnp.where(steep, jnp.expm1(-sigma * d_near) * inv, d_near * inv_d)
+    p_far = jnp.where(
+        steep, jnp.exp(-sigma * d_near) * (jnp.expm1(-sigma * d_far) * inv), d_far * inv_d
+    )
     near_small = p_near <= p_far
     s = jnp.minimum(p_near, p_far)
     small_left = near_small != right
@@ -191,6 +193,8 @@ def _once(x: Array) -> Array:
     that XORs its bits with a zero XLA cannot see is zero (as
     :func:`jaxdp._alias._materialise`, on 64-bit words: the float32 pairs that one
     takes are 4x slower on a float64 array)."""
+    if x.size == 0:
+        return x
     w = jax.lax.bitcast_convert_type(x, jnp.uint64)
 
     def body(_, w):
@@ -289,9 +293,12 @@ def point(
     or float64 arrays of one shape; ``scale``, ``slope`` and ``from_right``
     broadcast to it. See the module notes for the law and its precision.
 
-    The value carries no gradient of its own; its gradient is that of ``a + t (b -
-    a)`` at the drawn relative position ``t`` (a reparametrisation of the point by
-    its interval's ends)."""
+    The value carries no gradient of its own. Its gradient is the
+    reparametrisation one of the exact inverse CDF at the drawn point: the
+    point ``a + f w`` (``b - f w`` from the right) at fixed ``v``, the fraction
+    ``f`` moving with the drop ``y = scale |slope| w`` as ``df/dy`` at fixed CDF
+    value ``v`` (:func:`_reparametrised`), so gradients reach the ends, the
+    slope and ε as through ``a + w F^-1(v; y)``."""
     dtype = a.dtype
     shape = jnp.broadcast_shapes(a.shape, b.shape)
     a = jnp.broadcast_to(a, shape)
@@ -318,19 +325,34 @@ def point(
     width = b - a
     positive = width > 0
     t = jax.lax.stop_gradient(jnp.where(positive, (cell - a) / jnp.where(positive, width, 1), 0))
-    return _reparametrised(cell, a, b, t)
+    if scale is None:
+        drop = jnp.zeros_like(a)
+    else:
+        drop = jnp.broadcast_to(scale * jnp.abs(jnp.asarray(slope).astype(dtype)) * width, shape)
+    return _reparametrised(cell, a, b, drop, jnp.where(right, 1 - t, t), right)
 
 
 @jax.custom_jvp
-def _reparametrised(cell: Array, a: Array, b: Array, t: Array) -> Array:
+def _reparametrised(cell: Array, a: Array, b: Array, y: Array, f: Array, right: Array) -> Array:
     """``cell`` itself (no arithmetic, which would flush a subnormal cell to 0), with
-    the tangent of ``a + t (b - a)``."""
-    del a, b, t
+    the tangent of ``a + f (b - a)`` (``b - f (b - a)`` where ``right``) in which the
+    fraction ``f`` from the end of larger density solves ``v = expm1(-y f) /
+    expm1(-y)`` at fixed ``v``: ``df/dy = (v e^(-y (1 - f)) - f) / y``, and
+    ``-f (1 - f) / 2`` as ``y -> 0``."""
+    del a, b, y, f, right
     return cell
 
 
 @_reparametrised.defjvp
 def _reparametrised_jvp(primals, tangents):
-    cell, _, _, t = primals
-    _, da, db, _ = tangents
-    return cell, (1 - t) * da + t * db
+    cell, a, b, y, f, right = primals
+    _, da, db, dy, _, _ = tangents
+    flat = y < 1e-4
+    safe = jnp.where(flat, 1, y)
+    v = jnp.expm1(-safe * f) / jnp.expm1(-safe)
+    slope = jnp.where(flat, -f * (1 - f) / 2, (v * jnp.exp(-safe * (1 - f)) - f) / safe)
+    df = slope * dy
+    width = b - a
+    from_left = da + f * (db - da) + width * df
+    from_right = db - f * (db - da) - width * df
+    return cell, jnp.where(right, from_right, from_left)

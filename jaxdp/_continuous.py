@@ -840,10 +840,11 @@ def private_quantile(
     to float32, ``q n`` moved between neighbours by ``q ± ulp(q n)``, outside what
     the sensitivity ``max(q, 1 - q)`` covers, up to 2ε from ``q n >= 2**23``).
     The released float is drawn with its cell's exact mass, up to a total
-    variation of ``2e-21`` (``a + U (b - a)`` for a 128-bit uniform ``U`` in
-    double-double, rounded correctly; :mod:`jaxdp._cell`), so ε' ≤ ε + ε_c' + 4a
-    and δ' ≤ δ_c' + 2e-21 (1 + e^ε') (ε + 6.0e-6 at n = 10³, ε + 7.4e-6 at n =
-    10⁶; ``SECURITY.md``, "Continuous ranges" and "The point inside").
+    variation of ``2e-21`` in float32 (``a + U (b - a)`` for a 128-bit uniform
+    ``U`` in double-double, rounded correctly; :mod:`jaxdp._cell`), so ε' ≤ ε +
+    ε_c' + 4a and δ' ≤ δ_c' + 2e-21 (1 + e^ε') (ε + 6.0e-6 at n = 10³, ε + 7.4e-6
+    at n = 10⁶; ``SECURITY.md``, "Continuous ranges" and "The point inside",
+    which also gives the float64 figures).
 
     Args:
       key: a PRNG key (typed or legacy); one key per call.

@@ -338,7 +338,7 @@ def private_quantiles(
     are 29 binades apart); the sensitivity is computed from those ``g_j``.
 
     The uniform point inside each interval is drawn as a float cell with its
-    exact mass, up to a total variation of ``2e-21`` per point
+    exact mass, up to a total variation of ``2e-21`` per point in float32
     (:mod:`jaxdp._cell`, ``SECURITY.md``, "The point inside"), which adds
     ``2e-21 m (1 + e^ε')`` to δ'.
 

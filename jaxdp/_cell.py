@@ -328,7 +328,9 @@ def point(
     if scale is None:
         drop = jnp.zeros_like(a)
     else:
-        drop = jnp.broadcast_to(scale * jnp.abs(jnp.asarray(slope).astype(dtype)) * width, shape)
+        # as the interval's own drop: no infinite factor for a gradient to multiply
+        drop = scale * (jnp.abs(jnp.asarray(slope).astype(dtype)) * width)
+        drop = jnp.broadcast_to(jnp.minimum(drop, jnp.finfo(dtype).max), shape)
     return _reparametrised(cell, a, b, drop, jnp.where(right, 1 - t, t), right)
 
 
@@ -348,10 +350,10 @@ def _reparametrised_jvp(primals, tangents):
     cell, a, b, y, f, right = primals
     _, da, db, dy, _, _ = tangents
     flat = y < 1e-4
-    safe = jnp.where(flat, 1, y)
+    safe = jnp.where(flat, 1, jnp.minimum(y, jnp.finfo(y.dtype).max))  # y * 0 for y = inf
     v = jnp.expm1(-safe * f) / jnp.expm1(-safe)
     slope = jnp.where(flat, -f * (1 - f) / 2, (v * jnp.exp(-safe * (1 - f)) - f) / safe)
-    df = slope * dy
+    df = jnp.where(slope == 0, 0, slope * dy)  # 0, not 0 * inf, at an overflowed drop
     width = b - a
     from_left = da + f * (db - da) + width * df
     from_right = db - f * (db - da) - width * df

@@ -528,3 +528,16 @@ def test_gradient_is_the_inverse_cdf_one(right, slope):
         want.append((point(*up) - point(*down)) / (2 * h))
     np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-4)
     assert np.max(np.abs(got - np.asarray(want) * 1.1)) > 1e-3  # the check can fail
+
+
+def test_gradient_finite_at_an_overflowing_drop():
+    """A drop scale |slope| w that overflows float32 (here 1e60): the point sits on
+    the end of larger density and its gradient is finite (the end's own, 1)."""
+
+    def draw(a, b, sl):
+        return _cell.point(jax.random.key(1), a[None], b[None], jnp.float32(1e30), sl, False)[0]
+
+    args = jnp.float32(1.0), jnp.float32(2.0), jnp.float32(1e30)
+    assert float(draw(*args)) == 1.0
+    grads = np.asarray(jax.grad(draw, argnums=(0, 1, 2))(*args), float)
+    np.testing.assert_allclose(grads, [1.0, 0.0, 0.0], atol=1e-6)
